@@ -1,0 +1,44 @@
+"""claimsched: scheduled jobs that run exactly once across N replicas, with no leader."""
+
+from .agent import Agent
+from .errors import (
+    AuthenticationFailed,
+    ClaimschedError,
+    ConfigurationError,
+    DatabaseError,
+    DatabaseUnavailable,
+    InvalidSchedule,
+    InvalidSpec,
+    LeaseLost,
+    SchemaMismatch,
+    UnknownJob,
+    UnknownTimeZone,
+)
+from .runs import Run
+from .schedules import Schedule, parse_schedule
+from .settings import AgentSettings
+from .specs import JobSpec, from_claimschedule, job_spec
+from .version import __version__
+
+__all__ = [
+    "Agent",
+    "AgentSettings",
+    "AuthenticationFailed",
+    "ClaimschedError",
+    "ConfigurationError",
+    "DatabaseError",
+    "DatabaseUnavailable",
+    "InvalidSchedule",
+    "InvalidSpec",
+    "JobSpec",
+    "LeaseLost",
+    "Run",
+    "Schedule",
+    "SchemaMismatch",
+    "UnknownJob",
+    "UnknownTimeZone",
+    "__version__",
+    "from_claimschedule",
+    "job_spec",
+    "parse_schedule",
+]

@@ -1,0 +1,383 @@
+"""The agent: runs inside every app replica, claims due occurrences, runs their handlers."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from types import FrameType, TracebackType
+from typing import Any, TypeVar
+
+from . import metrics
+from .claims import Planner
+from .clock import DbClock
+from .db import Store
+from .db.store import NOTIFY_RUNS, NOTIFY_SCHEDULES
+from .errors import ClaimschedError, ConfigurationError, DatabaseError, InvalidSchedule
+from .leases import Heartbeat
+from .logs import AgentLog
+from .records import Lease
+from .schedules import Schedule
+from .settings import AgentSettings
+from .specs import JobSpec, ScheduleRecord, job_spec, validate_job_name
+from .supervision import DatabaseHealth, Supervisor
+from .version import __version__
+from .workers import Handler, Workers
+
+H = TypeVar("H", bound=Handler)
+
+
+class Agent:
+    """Claims and runs this app's scheduled jobs, exactly once across all replicas."""
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        pool: Any = None,
+        agent_id: str | None = None,
+        max_concurrency: int | None = None,
+        settings: AgentSettings | None = None,
+        **overrides: Any,
+    ) -> None:
+        base = settings or AgentSettings()
+        changes = {k: v for k, v in overrides.items() if v is not None}
+        if dsn is not None:
+            changes["dsn"] = dsn
+        if max_concurrency is not None:
+            changes["max_concurrency"] = max_concurrency
+        if agent_id is not None:
+            changes["agent_id"] = agent_id
+        self.settings = base.model_copy(update=changes) if changes else base
+        AgentSettings.model_validate(self.settings.model_dump())
+        if pool is None and self.settings.dsn is None:
+            raise ConfigurationError("no database: pass dsn= or pool=, or set CLAIMSCHED_DSN")
+        self.agent_id = self.settings.agent_id or (
+            f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        )
+        dsn_text = self.settings.dsn.get_secret_value() if self.settings.dsn else None
+        self.store = Store(
+            dsn_text, schema=self.settings.schema_name, pool=pool,
+            max_size=self.settings.max_concurrency * 2 + 4, name=f"claimsched-{self.agent_id}",
+        )
+        self.log = AgentLog(logging.getLogger("claimsched.agent"), {"agent": self.agent_id})
+        self.clock = DbClock()
+        self.planner = Planner(misfire_grace=_seconds(self.settings.misfire_grace_seconds))
+        self._handlers: dict[str, Handler] = {}
+        self._declared: dict[str, JobSpec] = {}
+        self._schedules: dict[str, tuple[ScheduleRecord, Schedule]] = {}
+        self._warned: set[str] = set()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._dirty = True
+        self._reclaim = True
+        self._next_retry: float | None = None
+        self._refreshed_at = 0.0
+        self.fatal: BaseException | None = None
+        self._started = False
+        self.supervisor = Supervisor(self.log, self._die)
+        self.health = DatabaseHealth(self.log, self._recovered)
+        self.workers = Workers(
+            self, self.settings.max_concurrency, self.log, self.health, self._wake.set,
+            self.settings.retry_backoff_seconds,
+        )
+        self.heartbeat = Heartbeat(self, self.workers, self.log, self.health)
+
+    # -- registration ------------------------------------------------------------------------
+
+    def job(self, name: str, schedule: str | None = None, **spec: Any) -> Callable[[H], H]:
+        """Register the handler of job `name`; with `schedule`, also declare its schedule."""
+        if schedule is not None:
+            declared = job_spec(job_name=name, schedule=schedule, source="code", **spec)
+        elif spec:
+            raise ConfigurationError(f"job {name!r}: schedule settings need a schedule=")
+        else:
+            validate_job_name(name)
+        if self._started:
+            raise ConfigurationError("register jobs before the agent starts")
+
+        def register(handler: H) -> H:
+            if name in self._handlers:
+                raise ConfigurationError(f"job {name!r} already has a handler")
+            self._handlers[name] = handler
+            if schedule is not None:
+                self._declared[name] = declared
+            return handler
+
+        return register
+
+    @property
+    def handlers(self) -> list[str]:
+        return sorted(self._handlers)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect, migrate if allowed, declare code schedules, start the background threads."""
+        if self._started:
+            return
+        if not self._handlers:
+            raise ConfigurationError("the agent has no jobs: register handlers with @agent.job")
+        self.store.open(timeout=10.0)
+        try:
+            if self.settings.migrate and self.store.schema_version() is None or (
+                self.settings.migrate and self._schema_behind()
+            ):
+                self.store.migrate()
+            self.store.check_version()
+            for spec in self._declared.values():
+                self.store.upsert_schedule(spec)
+            self._housekeeping_once()
+        except BaseException:
+            self.store.close()
+            raise
+        self._started = True
+        if self.settings.metrics_port is not None:
+            metrics.serve(self.settings.metrics_port)
+        self.supervisor.spawn("claimsched-claims", self._claim_loop)
+        self.supervisor.spawn("claimsched-heartbeat", lambda: self.heartbeat.loop(self._stopping))
+        self.supervisor.spawn("claimsched-housekeeping", self._housekeeping_loop)
+        self.supervisor.spawn("claimsched-listener", self._listen_loop)
+        self.supervisor.spawn("claimsched-completer", lambda: self.workers.completer(self._stopping))
+        self.log.info(
+            "agent started with %d job handler(s): %s", len(self._handlers),
+            ", ".join(self.handlers), extra={"action": "start"},
+        )
+
+    def _schema_behind(self) -> bool:
+        from .db import SCHEMA_VERSION
+
+        found = self.store.schema_version()
+        return found is not None and found < SCHEMA_VERSION
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stop claiming, let running handlers finish within the grace period, hand back the rest."""
+        if not self._started:
+            return
+        self._started = False
+        grace = self.settings.shutdown_grace_seconds if grace is None else grace
+        self._stopping.set()
+        self._wake.set()
+        deadline = time.monotonic() + grace
+        while self.workers.slots() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        unfinished = self.workers.slots()
+        if unfinished:
+            self._hand_back([slot.run.lease.id for slot in unfinished])
+        self.workers.close()
+        self.supervisor.join()
+        try:
+            self.store.agent_stopped(self.agent_id)
+        except ClaimschedError:
+            pass
+        self.store.close()
+        self.log.info("agent stopped", extra={"action": "stop"})
+
+    def _hand_back(self, ids: list[int]) -> None:
+        for run_id in ids:
+            self.workers.abandon(run_id)
+        try:
+            released = self.store.release(self.agent_id, ids)
+            self._housekeeping_once()
+            self.log.warning(
+                "handed %d unfinished run(s) back for another replica", released,
+                extra={"action": "hand_off"},
+            )
+        except ClaimschedError as exc:
+            self.log.error("could not hand runs back (their leases will expire): %s", exc)
+
+    def __enter__(self) -> Agent:
+        self.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def run_forever(self) -> int:
+        """Run until SIGTERM or SIGINT; then shut down gracefully. Returns an exit code."""
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            self.log.info("received %s, shutting down", signal.Signals(signum).name)
+            self._stopping.set()
+            self._wake.set()
+
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self.start()
+            while not self._stopping.wait(1.0):
+                pass
+        finally:
+            self._stopping.clear() if not self._started else None
+            self.stop()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        return 1 if self.fatal else 0
+
+    def _die(self, exc: BaseException) -> None:
+        self.fatal = exc
+        self._stopping.set()
+        self._wake.set()
+
+    def _recovered(self) -> None:
+        self.planner.forget()
+        self._dirty = True
+        self._reclaim = True
+        self._wake.set()
+
+    def retry_at(self, when: datetime) -> None:
+        """A failed run will want an owner at `when`: wake up then to reclaim it."""
+        at = time.monotonic() + max(0.0, self.clock.seconds_until(when))
+        self._next_retry = at if self._next_retry is None else min(self._next_retry, at)
+        self._wake.set()
+
+    # -- the claim loop ----------------------------------------------------------------------
+
+    def _claim_loop(self) -> None:
+        delay = 0.0
+        while not self._stopping.is_set():
+            self._wake.wait(delay)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                delay = self._claim_pass()
+                self.health.succeeded()
+            except DatabaseError as exc:
+                delay = self.health.failed(exc)
+
+    def _claim_pass(self) -> float:
+        """One wake-up: re-read schedules if needed, reclaim, claim. Returns seconds to sleep."""
+        if self._dirty or time.monotonic() - self._refreshed_at > self.settings.schedule_refresh_seconds:
+            self._refresh_schedules()
+        if self._next_retry is not None and time.monotonic() >= self._next_retry:
+            self._next_retry, self._reclaim = None, True
+        if self._reclaim and self.workers.free():
+            self._reclaim = False
+            for lease in self.store.reclaim(self.agent_id, self.handlers, self.workers.free()):
+                metrics.RECLAIMS.labels(lease.job_name).inc()
+                self._start(lease, "reclaimed")
+        pending = False
+        capacity = self.workers.free()
+        if capacity and self._schedules:
+            candidates = self.planner.plan(self._schedules, self.clock.now())
+            if candidates:
+                sent = time.time()
+                db_now, results = self.store.claim(self.agent_id, candidates, capacity)
+                self.clock.observe(db_now, sent, time.time())
+                for result in results:
+                    metrics.CLAIMS.labels(result.job_name, result.outcome).inc()
+                    if result.lease is not None:
+                        self._start(result.lease, "claimed")
+                pending = self.planner.learn(results)
+                if any(r.outcome == "not_due" for r in results):
+                    return 0.01
+        if pending:
+            return 0.5 if self.workers.free() else 5.0
+        return self._sleep_seconds()
+
+    def _sleep_seconds(self) -> float:
+        delay = self.settings.schedule_refresh_seconds
+        nxt = self.planner.next_due(self._schedules, self.clock.now())
+        if nxt is not None:
+            delay = min(delay, self.clock.seconds_until(nxt) + random.uniform(0, self.settings.jitter_seconds))
+        if self._next_retry is not None:
+            delay = min(delay, self._next_retry - time.monotonic())
+        return max(0.0, delay)
+
+    def _start(self, lease: Lease, how: str) -> None:
+        late = (lease.started_at - lease.fire_time).total_seconds()
+        if how == "claimed" and late > 2 * max(self.settings.jitter_seconds, 1.0):
+            metrics.CATCH_UP.labels(lease.job_name).inc()
+        self.log.debug(
+            "%s %s", how, lease.job_name,
+            extra={"job": lease.job_name, "fire_time": lease.fire_time.isoformat(),
+                   "attempt": lease.attempt, "action": how},
+        )
+        self.workers.start(lease, self._handlers[lease.job_name])
+
+    def _refresh_schedules(self) -> None:
+        self._dirty = False
+        records = {r.job_name: r for r in self.store.load_schedules()}
+        self._refreshed_at = time.monotonic()
+        schedules: dict[str, tuple[ScheduleRecord, Schedule]] = {}
+        for name in self._handlers:
+            record = records.get(name)
+            if record is None:
+                if name not in self._warned:
+                    self._warned.add(name)
+                    self.log.warning(
+                        "job %s has a handler but no schedule yet; it will run once one exists",
+                        name, extra={"job": name, "action": "no_schedule"},
+                    )
+                continue
+            try:
+                schedules[name] = (record, record.parsed)
+            except InvalidSchedule as exc:
+                self.log.error("job %s: stored schedule is invalid: %s", name, exc)
+        self._schedules = schedules
+
+    # -- housekeeping and notifications ------------------------------------------------------
+
+    def _presence(self) -> dict[str, Any]:
+        return {
+            "hostname": socket.gethostname(),
+            "pod": os.environ.get("POD_NAME"),
+            "namespace": os.environ.get("POD_NAMESPACE"),
+            "version": __version__,
+            "ttl_seconds": max(3, int(self.settings.housekeeping_seconds * 3)),
+        }
+
+    def _housekeeping_once(self) -> None:
+        found = self.store.housekeeping(self.agent_id, self.handlers, self._presence())
+        if found.orphaned or found.exhausted or found.overdue:
+            metrics.ORPHANS_REAPED.inc(found.orphaned)
+            self.log.info(
+                "reaper: %d orphaned, %d out of attempts, %d past max_runtime",
+                found.orphaned, found.exhausted, found.overdue, extra={"action": "reap"},
+            )
+            self.heartbeat.kick()
+        if found.claimable:
+            self._reclaim = True
+            self._wake.set()
+
+    def _housekeeping_loop(self) -> None:
+        while not self._stopping.wait(self.settings.housekeeping_seconds):
+            try:
+                self._housekeeping_once()
+                self.health.succeeded()
+            except DatabaseError as exc:
+                self.health.failed(exc)
+
+    def _listen_loop(self) -> None:
+        listener = self.store.listener()
+        try:
+            while not self._stopping.is_set():
+                try:
+                    fired = listener.wait(1.0)
+                except DatabaseError as exc:
+                    self._stopping.wait(self.health.failed(exc))
+                    continue
+                if NOTIFY_SCHEDULES in fired:
+                    self._dirty = True
+                    self._wake.set()
+                if NOTIFY_RUNS in fired:
+                    self._reclaim = True
+                    self._wake.set()
+                    self.heartbeat.kick()
+        finally:
+            listener.close()
+
+
+def _seconds(value: float) -> Any:
+    from datetime import timedelta
+
+    return timedelta(seconds=value)

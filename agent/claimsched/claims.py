@@ -1,0 +1,110 @@
+"""What to claim: due occurrences per job, shaped by catch-up and concurrency policy.
+
+The planner keeps, per job, a cursor: every occurrence at or before it is settled (claimed by
+someone, recorded as skipped, or inactive). A job without a cursor (agent start, database back
+after an outage, schedule changed) looks back over its catch-up window: catch-up is the same
+mechanism as a normal wake-up. The database has the last word on every candidate.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from .records import Candidate, ClaimResult
+from .schedules import Schedule
+from .specs import ScheduleRecord
+
+MAX_PER_PASS = 100
+SETTLED = frozenset({"claimed", "skipped", "taken", "inactive"})
+
+MISSED_LATEST = "missed; catchUpPolicy Latest runs only the newest missed occurrence"
+MISSED_NONE = "missed; catchUpPolicy None runs no missed occurrence"
+SUPERSEDED = "superseded by a newer occurrence (concurrencyPolicy Replace)"
+
+
+@dataclass
+class Planner:
+    """Turns schedules and the database clock into claim candidates, and learns from outcomes."""
+
+    misfire_grace: timedelta = timedelta(seconds=10)
+    rng: random.Random = field(default_factory=random.Random)
+    cursors: dict[str, datetime] = field(default_factory=dict)
+    _keys: dict[str, tuple[str, str, datetime]] = field(default_factory=dict)
+
+    def forget(self) -> None:
+        """Start over (after an outage): every job looks back over its catch-up window."""
+        self.cursors.clear()
+
+    def plan(
+        self,
+        schedules: Mapping[str, tuple[ScheduleRecord, Schedule]],
+        now: datetime,
+    ) -> list[Candidate]:
+        """Candidates for every job, jobs in random order, each job's occurrences ascending."""
+        names = list(schedules)
+        self.rng.shuffle(names)
+        planned: list[Candidate] = []
+        for name in names:
+            record, schedule = schedules[name]
+            planned.extend(self._plan_job(record, schedule, now))
+        return planned
+
+    def _plan_job(self, record: ScheduleRecord, schedule: Schedule, now: datetime) -> list[Candidate]:
+        key = (record.schedule, record.time_zone, record.active_since)
+        if self._keys.get(record.job_name) != key:
+            self._keys[record.job_name] = key
+            self.cursors.pop(record.job_name, None)
+        if not record.enabled:
+            self.cursors[record.job_name] = now
+            return []
+        window_start = now - timedelta(seconds=record.catch_up_window_seconds)
+        lower = max(self.cursors.get(record.job_name, window_start), record.active_since)
+        due = schedule.between(lower, now, limit=MAX_PER_PASS)
+        if not due:
+            return []
+        latest, older = due[-1], due[:-1]
+        name = record.job_name
+        if record.concurrency_policy == "Replace":
+            return [Candidate(name, t, "skipped", SUPERSEDED, False) for t in older] + [
+                Candidate(name, latest)
+            ]
+        if record.catch_up_policy == "All":
+            if record.concurrency_policy == "Forbid":
+                return [Candidate(name, due[0], latest=len(due) == 1)]
+            return [Candidate(name, t, latest=t == latest) for t in due]
+        reason = MISSED_LATEST if record.catch_up_policy == "Latest" else MISSED_NONE
+        skipped = [Candidate(name, t, "skipped", reason, False) for t in older]
+        if record.catch_up_policy == "None" and now - latest > self.misfire_grace:
+            return [*skipped, Candidate(name, latest, "skipped", reason, True)]
+        return [*skipped, Candidate(name, latest)]
+
+    def learn(self, results: Iterable[ClaimResult]) -> bool:
+        """Advance cursors over settled occurrences. True if something is left to retry."""
+        blocked: set[str] = set()
+        pending = False
+        for result in sorted(results, key=lambda r: (r.job_name, r.fire_time)):
+            if result.job_name in blocked:
+                continue
+            if result.outcome in SETTLED:
+                self.cursors[result.job_name] = result.fire_time
+            else:
+                blocked.add(result.job_name)
+                pending = pending or result.outcome != "not_due"
+        return pending
+
+    def next_due(
+        self, schedules: Mapping[str, tuple[ScheduleRecord, Schedule]], now: datetime
+    ) -> datetime | None:
+        """The earliest instant at which some job has a new occurrence."""
+        upcoming = []
+        for name, (record, schedule) in schedules.items():
+            if not record.enabled:
+                continue
+            after = max(self.cursors.get(name, now), record.active_since)
+            nxt = schedule.next_after(after)
+            if nxt is not None:
+                upcoming.append(nxt)
+        return min(upcoming, default=None)

@@ -1,0 +1,16 @@
+"""Everything that talks to Postgres. The only package that imports psycopg."""
+
+from .connection import connect, redact_dsn
+from .migrations import SCHEMA_VERSION, ensure_partitions, maintain, migrate, schema_version
+from .store import Store
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Store",
+    "connect",
+    "ensure_partitions",
+    "maintain",
+    "migrate",
+    "redact_dsn",
+    "schema_version",
+]

@@ -1,0 +1,107 @@
+"""Connections and pools, and the one place where psycopg errors become claimsched errors."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, ParamSpec, TypeVar
+
+import psycopg
+import psycopg_pool
+from psycopg import errors as pgerrors
+
+from ..errors import (
+    AuthenticationFailed,
+    DatabaseError,
+    DatabaseUnavailable,
+    InvalidSpec,
+)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_PASSWORD = re.compile(r"(password\s*=\s*)(\S+)|(://[^:/@]+:)([^@]+)(@)", re.IGNORECASE)
+
+
+def redact_dsn(dsn: str) -> str:
+    """The DSN without its password, fit for logs and error messages."""
+    return _PASSWORD.sub(
+        lambda m: f"{m.group(1)}***" if m.group(1) else f"{m.group(3)}***{m.group(5)}", dsn
+    )
+
+
+def translate(exc: BaseException) -> DatabaseError | InvalidSpec:
+    """The claimsched error for a psycopg error: one clear line, never a secret."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, psycopg_pool.PoolTimeout):
+        return DatabaseUnavailable(f"cannot reach the database: {text}")
+    if isinstance(exc, pgerrors.InvalidPassword | pgerrors.InvalidAuthorizationSpecification):
+        return AuthenticationFailed(f"the database refused the login: {text}")
+    if isinstance(exc, pgerrors.InvalidCatalogName):
+        return DatabaseUnavailable(f"the database does not exist: {text}")
+    if isinstance(exc, pgerrors.InsufficientPrivilege):
+        return DatabaseError(f"permission denied: {text}")
+    if isinstance(exc, pgerrors.CheckViolation | pgerrors.InvalidTextRepresentation):
+        return InvalidSpec(f"the database rejected the value: {text}")
+    if isinstance(exc, psycopg.OperationalError):
+        if "password authentication failed" in text or "no password supplied" in text:
+            return AuthenticationFailed(f"the database refused the login: {text}")
+        if "does not exist" in text and "database" in text:
+            return DatabaseUnavailable(f"the database does not exist: {text}")
+        return DatabaseUnavailable(f"cannot reach the database: {text}")
+    return DatabaseError(f"database error: {text}")
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    """Re-raise psycopg and pool errors as claimsched errors."""
+    try:
+        yield
+    except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+        raise translate(exc) from exc
+
+
+def connect(dsn: str, schema: str, *, autocommit: bool = True, timeout: float = 5.0) -> psycopg.Connection[Any]:
+    """One connection with claimsched's search_path, or a clear error."""
+    with translated():
+        conn = psycopg.connect(dsn, autocommit=autocommit, connect_timeout=max(1, int(timeout)))
+        _configure_search_path(conn, schema)
+        return conn
+
+
+def _configure_search_path(conn: psycopg.Connection[Any], schema: str) -> None:
+    conn.execute("SELECT set_config('search_path', %s, false)", [f"{schema}, public"])
+    if not conn.autocommit:
+        conn.commit()
+
+
+def make_pool(dsn: str, schema: str, max_size: int, name: str) -> psycopg_pool.ConnectionPool[Any]:
+    """A pool of autocommit connections with the search_path set; opened lazily."""
+
+    def configure(conn: psycopg.Connection[Any]) -> None:
+        conn.autocommit = True
+        _configure_search_path(conn, schema)
+
+    return psycopg_pool.ConnectionPool(
+        dsn,
+        min_size=1,
+        max_size=max_size,
+        kwargs={"connect_timeout": 5},
+        configure=configure,
+        check=psycopg_pool.ConnectionPool.check_connection,
+        open=False,
+        name=name,
+    )
+
+
+def guarded(fn: Callable[P, T]) -> Callable[P, T]:
+    """Decorator: translate database errors raised by a store method."""
+
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        with translated():
+            return fn(*args, **kwargs)
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper

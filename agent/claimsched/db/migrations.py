@@ -1,0 +1,144 @@
+"""Schema migrations (forward-only, under an advisory lock) and partition maintenance."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from ..errors import SchemaMismatch
+from .queries import migration_files, query, schema_sql
+
+log = logging.getLogger("claimsched.migrations")
+
+SCHEMA_VERSION = max(version for version, _, _ in migration_files())
+MIGRATION_LOCK = 0x636C6D73  # 'clms': one advisory lock key for every claimsched migration
+
+_PARTITION = sql.SQL("CREATE TABLE {} PARTITION OF job_runs FOR VALUES FROM ({}) TO ({})")
+_STASH = sql.SQL("CREATE TEMP TABLE job_runs_moving ON COMMIT DROP AS "
+                 "SELECT * FROM job_runs_default WHERE fire_time >= {} AND fire_time < {}")
+_UNSTASH_DELETE = sql.SQL("DELETE FROM job_runs_default WHERE fire_time >= {} AND fire_time < {}")
+_UNSTASH = sql.SQL("INSERT INTO job_runs OVERRIDING SYSTEM VALUE SELECT * FROM job_runs_moving")
+_STASH_DONE = sql.SQL("DROP TABLE job_runs_moving")
+_DROP = sql.SQL("DROP TABLE {}")
+_PURGE_DEFAULT = sql.SQL("DELETE FROM job_runs_default WHERE fire_time < {}")
+
+
+def schema_version(conn: psycopg.Connection[Any]) -> int | None:
+    """The applied schema version, or None when claimsched's tables are not there."""
+    if not conn.execute(query("schema_exists")).fetchone()[0]:  # type: ignore[index]
+        return None
+    versions = [row[0] for row in conn.execute(query("schema_versions"))]
+    return max(versions) if versions else None
+
+
+def check_version(conn: psycopg.Connection[Any]) -> None:
+    """Raise SchemaMismatch unless the schema is exactly what this code expects."""
+    found = schema_version(conn)
+    if found == SCHEMA_VERSION:
+        return
+    if found is None:
+        raise SchemaMismatch("claimsched's tables are missing: run `claimsched migrate`")
+    if found < SCHEMA_VERSION:
+        raise SchemaMismatch(
+            f"the database schema is version {found}, this claimsched needs {SCHEMA_VERSION}: "
+            "run `claimsched migrate`"
+        )
+    raise SchemaMismatch(
+        f"the database schema is version {found}, newer than this claimsched "
+        f"({SCHEMA_VERSION}): upgrade claimsched"
+    )
+
+
+def migrate(conn: psycopg.Connection[Any], schema: str) -> list[int]:
+    """Bring the schema up to date; safe when many processes call it at once. Returns what ran."""
+    applied: list[int] = []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        conn.execute("SELECT set_config('search_path', %s, true)", [f"{schema}, public"])
+        current = schema_version(conn)
+        if current is not None and current > SCHEMA_VERSION:
+            check_version(conn)
+        if current is None:
+            conn.execute(schema_sql())
+            for version, _, _ in migration_files():
+                conn.execute(query("record_version"), {"version": version})
+                applied.append(version)
+        else:
+            for version, name, text in migration_files():
+                if version > current:
+                    log.info("applying migration %s", name, extra={"action": "migrate"})
+                    conn.execute(text)
+                    conn.execute(query("record_version"), {"version": version})
+                    applied.append(version)
+        ensure_partitions(conn)
+    return applied
+
+
+def _month_start(moment: datetime, months_ahead: int = 0) -> datetime:
+    index = moment.year * 12 + moment.month - 1 + months_ahead
+    return datetime(index // 12, index % 12 + 1, 1, tzinfo=UTC)
+
+
+def _partition_name(start: datetime) -> str:
+    return f"job_runs_p{start:%Y%m}"
+
+
+def _existing_partitions(conn: psycopg.Connection[Any]) -> set[str]:
+    return {row[0] for row in conn.execute(query("partitions"))}
+
+
+def ensure_partitions(conn: psycopg.Connection[Any], months_ahead: int = 3) -> list[str]:
+    """Create monthly partitions from this month to `months_ahead`; move strays out of default."""
+    now = conn.execute(query("db_now")).fetchone()[0]  # type: ignore[index]
+    existing = _existing_partitions(conn)
+    created = []
+    for ahead in range(months_ahead + 1):
+        start, end = _month_start(now, ahead), _month_start(now, ahead + 1)
+        name = _partition_name(start)
+        if name in existing:
+            continue
+        with conn.transaction():
+            lo, hi = sql.Literal(start), sql.Literal(end)
+            conn.execute(_STASH.format(lo, hi))
+            conn.execute(_UNSTASH_DELETE.format(lo, hi))
+            conn.execute(_PARTITION.format(sql.Identifier(name), lo, hi))
+            conn.execute(_UNSTASH)
+            conn.execute(_STASH_DONE)
+        created.append(name)
+    return created
+
+
+def maintain(conn: psycopg.Connection[Any], retention_days: int = 90) -> dict[str, Any]:
+    """Partitions ahead, history older than the retention period dropped, stale presence gone."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
+        return _maintain(conn, retention_days)
+
+
+def _maintain(conn: psycopg.Connection[Any], retention_days: int) -> dict[str, Any]:
+    created = ensure_partitions(conn)
+    now = conn.execute(query("db_now")).fetchone()[0]  # type: ignore[index]
+    horizon = now - timedelta(days=retention_days)
+    dropped = []
+    for name in sorted(_existing_partitions(conn)):
+        if not name.startswith("job_runs_p"):
+            continue
+        start = datetime.strptime(name.removeprefix("job_runs_p"), "%Y%m").replace(tzinfo=UTC)
+        if _month_start(start, 1) <= horizon:
+            conn.execute(_DROP.format(sql.Identifier(name)))
+            dropped.append(name)
+    purged = conn.execute(_PURGE_DEFAULT.format(sql.Literal(horizon))).rowcount
+    effects = conn.execute(query("expire_effects"), {"days": retention_days}).rowcount
+    agents = conn.execute(query("forget_agents")).rowcount
+    return {
+        "partitions_created": created,
+        "partitions_dropped": dropped,
+        "default_rows_purged": purged,
+        "effects_expired": effects,
+        "agents_forgotten": agents,
+    }

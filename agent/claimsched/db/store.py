@@ -1,0 +1,338 @@
+"""The store: every statement the agent, CLI and operator send, behind typed methods."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import psycopg
+import psycopg_pool
+from psycopg.rows import dict_row
+
+from ..errors import LeaseLost, UnknownJob
+from ..records import Candidate, ClaimResult, Completion, Housekeeping, Lease
+from ..specs import JobSpec, ScheduleRecord
+from . import migrations
+from .connection import connect, make_pool, redact_dsn, translated
+from .queries import query
+
+log = logging.getLogger("claimsched.store")
+
+NOTIFY_SCHEDULES = "claimsched_schedules"
+NOTIFY_RUNS = "claimsched_runs"
+
+
+def _lease(row: dict[str, Any]) -> Lease:
+    return Lease(
+        id=row["id"],
+        job_name=row["job_name"],
+        fire_time=row["fire_time"],
+        attempt=row["attempt"],
+        lease_until=row["lease_until"],
+        started_at=row["started_at"],
+        lease_seconds=float(row["lease_seconds"]),
+        heartbeat_seconds=float(row["heartbeat_seconds"]),
+        max_attempts=row["max_attempts"],
+        retry_on_failure=row["retry_on_failure"],
+        kind=row.get("kind", "scheduled"),
+    )
+
+
+class Store:
+    """A pool of connections to one claimsched schema, and the statements claimsched sends."""
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        schema: str = "claimsched",
+        pool: psycopg_pool.ConnectionPool[Any] | None = None,
+        max_size: int = 8,
+        name: str = "claimsched",
+    ) -> None:
+        if pool is None and not dsn:
+            raise ValueError("a Store needs a dsn or a pool")
+        self.schema = schema
+        self.dsn = dsn or pool.conninfo  # type: ignore[union-attr]
+        self._own_pool = pool is None
+        self.pool = pool or make_pool(self.dsn, schema, max_size, name)
+
+    def __repr__(self) -> str:
+        return f"Store({redact_dsn(self.dsn)!r}, schema={self.schema!r})"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def open(self, timeout: float = 10.0) -> None:
+        """Open the pool and wait for a first connection, or raise a clear error."""
+        with translated():
+            if self._own_pool:
+                self.pool.open(wait=True, timeout=timeout)
+            with self.pool.connection(timeout=timeout) as conn:
+                conn.execute(query("db_now"))
+
+    def close(self) -> None:
+        if self._own_pool:
+            self.pool.close()
+
+    @contextmanager
+    def connection(self, timeout: float = 10.0) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled autocommit connection with the search_path set; errors translated."""
+        with translated(), self.pool.connection(timeout=timeout) as conn:
+            yield conn
+
+    def direct(self) -> psycopg.Connection[Any]:
+        """A fresh connection outside the pool (migrations, listening)."""
+        return connect(self.dsn, self.schema)
+
+    def migrate(self) -> list[int]:
+        with translated(), self.direct() as conn:
+            return migrations.migrate(conn, self.schema)
+
+    def check_version(self) -> None:
+        with self.connection() as conn:
+            migrations.check_version(conn)
+
+    def schema_version(self) -> int | None:
+        with self.connection() as conn:
+            return migrations.schema_version(conn)
+
+    def maintain(self, retention_days: int = 90) -> dict[str, Any]:
+        with translated(), self.direct() as conn:
+            return migrations.maintain(conn, retention_days)
+
+    def db_now(self) -> datetime:
+        with self.connection() as conn:
+            return conn.execute(query("db_now")).fetchone()[0]  # type: ignore[index,no-any-return]
+
+    # -- schedules ---------------------------------------------------------------------------
+
+    def load_schedules(self) -> list[ScheduleRecord]:
+        with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            return [ScheduleRecord(**row) for row in cur.execute(query("load_schedules"))]
+
+    def upsert_schedule(self, spec: JobSpec) -> str:
+        """'created', 'updated' or 'unchanged' (also when a code declaration yields to another)."""
+        with self.connection() as conn:
+            row = conn.execute(query("upsert_schedule"), spec.row()).fetchone()
+        if row is None:
+            return "unchanged"
+        return "created" if row[1] else "updated"
+
+    def disable_schedule(self, job_name: str) -> bool:
+        with self.connection() as conn:
+            return conn.execute(query("disable_schedule"), {"job_name": job_name}).rowcount > 0
+
+    # -- claims and leases -------------------------------------------------------------------
+
+    def claim(
+        self, agent_id: str, candidates: Sequence[Candidate], capacity: int
+    ) -> tuple[datetime, list[ClaimResult]]:
+        """One statement: claim what is due and fits; returns the database clock and outcomes."""
+        params = {
+            "agent_id": agent_id,
+            "capacity": capacity,
+            "jobs": [c.job_name for c in candidates],
+            "fire_times": [c.fire_time for c in candidates],
+            "wants": [c.want for c in candidates],
+            "reasons": [c.reason for c in candidates],
+            "latest": [c.latest for c in candidates],
+        }
+        with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(query("claim"), params).fetchall()
+        results = [
+            ClaimResult(
+                job_name=row["job_name"],
+                fire_time=row["fire_time"],
+                outcome=row["outcome"],
+                lease=_lease(row) if row["outcome"] == "claimed" else None,
+            )
+            for row in rows
+            if row["job_name"] is not None
+        ]
+        return rows[0]["db_now"], results
+
+    def reclaim(self, agent_id: str, jobs: Sequence[str], capacity: int) -> list[Lease]:
+        """Take over pending requests, orphans and due retries of these jobs (attempt + 1)."""
+        params = {"agent_id": agent_id, "jobs": list(jobs), "capacity": capacity}
+        with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            return [_lease(row) for row in cur.execute(query("reclaim"), params)]
+
+    def heartbeat(self, agent_id: str, leases: Sequence[Lease]) -> set[int]:
+        """Renew leases; returns the ids still owned (the others are lost)."""
+        params = {
+            "agent_id": agent_id,
+            "ids": [lease.id for lease in leases],
+            "fire_times": [lease.fire_time for lease in leases],
+            "attempts": [lease.attempt for lease in leases],
+            "leases": [lease.lease_seconds for lease in leases],
+        }
+        with self.connection() as conn:
+            return {row[0] for row in conn.execute(query("heartbeat"), params)}
+
+    def complete(self, agent_id: str, completions: Sequence[Completion]) -> dict[int, datetime | None]:
+        """Record outcomes; returns {run id: retry_at} for the ones that were still owned."""
+        params = {
+            "agent_id": agent_id,
+            "ids": [c.lease.id for c in completions],
+            "fire_times": [c.lease.fire_time for c in completions],
+            "attempts": [c.lease.attempt for c in completions],
+            "statuses": [c.status for c in completions],
+            "errors": [c.error for c in completions],
+            "retries": [c.lease.retry_on_failure for c in completions],
+            "max_attempts": [c.lease.max_attempts for c in completions],
+            "backoffs": [c.backoff_seconds for c in completions],
+        }
+        with self.connection() as conn:
+            return {row[0]: row[1] for row in conn.execute(query("complete"), params)}
+
+    def housekeeping(
+        self, agent_id: str, handlers: Sequence[str], presence: dict[str, Any]
+    ) -> Housekeeping:
+        """Presence, reaper and max_runtime in one statement."""
+        params = {"agent_id": agent_id, "handlers": list(handlers), **presence}
+        with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            row = cur.execute(query("housekeeping"), params).fetchone()
+        assert row is not None
+        return Housekeeping(
+            orphaned=row["orphaned"],
+            exhausted=row["exhausted"],
+            overdue=row["overdue"],
+            claimable=row["claimable"],
+            db_now=row["db_now"],
+        )
+
+    def release(self, agent_id: str, ids: Iterable[int]) -> int:
+        """Hand these runs back: their leases end now."""
+        with self.connection() as conn:
+            return conn.execute(query("release"), {"agent_id": agent_id, "ids": list(ids)}).rowcount
+
+    def agent_stopped(self, agent_id: str) -> None:
+        with self.connection() as conn:
+            conn.execute(query("agent_stopped"), {"agent_id": agent_id})
+
+    # -- effects -----------------------------------------------------------------------------
+
+    def _effect_params(self, agent_id: str, lease: Lease, entity: str) -> dict[str, Any]:
+        return {
+            "run_id": lease.id,
+            "fire_time": lease.fire_time,
+            "agent_id": agent_id,
+            "attempt": lease.attempt,
+            "entity": entity,
+            "job_name": lease.job_name,
+        }
+
+    def effect(
+        self, agent_id: str, lease: Lease, entity: str, conn: psycopg.Connection[Any] | None = None
+    ) -> bool:
+        """Insert the receipt; True the first time. In `conn`'s transaction when given."""
+        params = self._effect_params(agent_id, lease, entity)
+        if conn is None:
+            with self.connection() as own:
+                owned, inserted = own.execute(query("effect"), params).fetchone()  # type: ignore[misc]
+        else:
+            with translated():
+                owned, inserted = self._effect_in(conn, params)
+        if not owned:
+            raise LeaseLost(
+                f"lease lost for {lease.job_name} at {lease.fire_time.isoformat()} "
+                f"(attempt {lease.attempt}): effect {entity!r} refused"
+            )
+        return bool(inserted)
+
+    def _effect_in(self, conn: psycopg.Connection[Any], params: dict[str, Any]) -> tuple[bool, bool]:
+        previous = conn.execute("SELECT current_setting('search_path')").fetchone()[0]  # type: ignore[index]
+        conn.execute("SELECT set_config('search_path', %s, true)", [f"{self.schema}, public"])
+        try:
+            row = conn.execute(query("effect"), params).fetchone()
+        finally:
+            conn.execute("SELECT set_config('search_path', %s, true)", [previous])
+        assert row is not None
+        return bool(row[0]), bool(row[1])
+
+    @contextmanager
+    def once(self, agent_id: str, lease: Lease, entity: str) -> Iterator[bool]:
+        """Hold the receipt insert open while the block runs; commit only if it succeeds."""
+        params = self._effect_params(agent_id, lease, entity)
+        with self.connection() as conn, conn.transaction():
+            with translated():
+                owned, inserted = conn.execute(query("effect"), params).fetchone()  # type: ignore[misc]
+            if not owned:
+                raise LeaseLost(
+                    f"lease lost for {lease.job_name} at {lease.fire_time.isoformat()} "
+                    f"(attempt {lease.attempt}): once({entity!r}) refused"
+                )
+            yield bool(inserted)
+
+    # -- manual runs, history, presence ------------------------------------------------------
+
+    def request_runs(self, job_name: str, fire_times: Sequence[datetime], kind: str) -> list[datetime]:
+        """Queue manual or backfill occurrences; returns the fire times that were new."""
+        with self.connection() as conn:
+            exists = conn.execute(
+                "SELECT 1 FROM job_schedule WHERE job_name = %s", [job_name]
+            ).fetchone()
+            if not exists:
+                raise UnknownJob(f"no schedule for job {job_name!r}")
+            rows = conn.execute(
+                query("request_run"),
+                {"job_name": job_name, "fire_times": list(fire_times), "kind": kind},
+            ).fetchall()
+            conn.execute(query("wake_agents"))
+        return [row[1] for row in rows]
+
+    def list_runs(
+        self, job_name: str | None = None, status: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        params = {"job_name": job_name, "status": status, "limit": limit}
+        with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            return list(cur.execute(query("list_runs"), params))
+
+    def list_agents(self) -> list[dict[str, Any]]:
+        with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            return list(cur.execute(query("list_agents")))
+
+    def listener(self) -> Listener:
+        return Listener(self)
+
+
+class Listener:
+    """A dedicated connection that LISTENs for schedule changes and runs wanting an owner."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            conn = self._store.direct()
+            with translated():
+                conn.execute("LISTEN claimsched_schedules")
+                conn.execute("LISTEN claimsched_runs")
+            self._conn = conn
+        return self._conn
+
+    def wait(self, timeout: float) -> set[str]:
+        """Block up to `timeout` seconds; the channels that fired for our schema."""
+        conn = self._connect()
+        fired: set[str] = set()
+        try:
+            with translated():
+                for note in conn.notifies(timeout=timeout, stop_after=1):
+                    if note.payload == self._store.schema:
+                        fired.add(note.channel)
+                for note in conn.notifies(timeout=0.001):
+                    if note.payload == self._store.schema:
+                        fired.add(note.channel)
+        except Exception:
+            self.close()
+            raise
+        return fired
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

@@ -1,0 +1,79 @@
+"""The heartbeat: renews all of this agent's leases in one statement, and notices lost ones."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from . import metrics
+from .errors import DatabaseError
+from .logs import AgentLog
+from .supervision import DatabaseHealth
+from .workers import Workers
+
+IDLE_WAIT = 1.0
+
+
+class Heartbeat:
+    """Renews leases when the first one is due; a run whose row it no longer owns is lost."""
+
+    def __init__(
+        self, agent: object, workers: Workers, log: AgentLog, health: DatabaseHealth
+    ) -> None:
+        self._agent = agent
+        self._workers = workers
+        self._log = log
+        self._health = health
+        self._kick = threading.Event()
+
+    def kick(self) -> None:
+        """Renew (and check for lost leases) now: something may have fenced us out."""
+        self._kick.set()
+
+    def loop(self, stopping: threading.Event) -> None:
+        while not stopping.is_set():
+            slots = self._workers.slots()
+            if not slots:
+                self._kick.wait(IDLE_WAIT)
+                self._kick.clear()
+                continue
+            due = min(s.renewed_at + s.run.lease.heartbeat_seconds for s in slots)
+            kicked = self._kick.wait(max(0.0, due - time.monotonic()))
+            self._kick.clear()
+            if stopping.is_set():
+                return
+            if kicked or time.monotonic() >= due:
+                self.renew()
+
+    def renew(self) -> None:
+        slots = self._workers.slots()
+        if not slots:
+            return
+        started = time.monotonic()
+        try:
+            owned = self._agent.store.heartbeat(  # type: ignore[attr-defined]
+                self._agent.agent_id, [s.run.lease for s in slots]  # type: ignore[attr-defined]
+            )
+            self._health.succeeded()
+        except DatabaseError as exc:
+            self._health.failed(exc)
+            now = time.monotonic()
+            for slot in slots:
+                if now >= slot.deadline:
+                    self._lost(slot.run.lease.id, "its lease ran out while the database was away")
+            return
+        for slot in slots:
+            if slot.run.lease.id in owned:
+                slot.renewed_at = started
+                slot.deadline = started + slot.run.lease.lease_seconds
+                metrics.LEASE_RENEWALS.inc()
+            else:
+                self._lost(slot.run.lease.id, "another replica owns it now, or it was fenced out")
+
+    def _lost(self, run_id: int, why: str) -> None:
+        slot = self._workers.abandon(run_id)
+        if slot is None:
+            return
+        lease = slot.run.lease
+        metrics.LEASES_LOST.labels(lease.job_name).inc()
+        slot.run.log.warning("lease lost: %s", why, extra={"action": "lease_lost"})

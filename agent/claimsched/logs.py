@@ -1,0 +1,38 @@
+"""Logging for operators: structured fields (job, fire_time, attempt, agent) on every line."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+FIELDS = ("agent", "job", "fire_time", "attempt", "action")
+
+
+class FieldsFormatter(logging.Formatter):
+    """`time level logger message key=value ...` with the structured fields that are present."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        base = super().format(record)
+        extra = " ".join(
+            f"{name}={getattr(record, name)}" for name in FIELDS if hasattr(record, name)
+        )
+        return f"{base} {extra}" if extra else base
+
+
+def configure(level: str = "INFO") -> None:
+    """Send claimsched's logs to stderr with their fields (for the CLI and run_forever)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(FieldsFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("claimsched")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+
+
+class AgentLog(logging.LoggerAdapter[logging.Logger]):
+    """A logger that adds the agent id (and whatever else it was given) to every record."""
+
+    def process(self, msg: str, kwargs: Any) -> tuple[str, Any]:
+        kwargs["extra"] = {**(self.extra or {}), **kwargs.get("extra", {})}
+        return msg, kwargs

@@ -1,0 +1,306 @@
+-- Named queries. Each starts with `-- name: <name>`, then a description line, then the body.
+-- Parameters are %(name)s; nothing is ever formatted into a statement.
+
+-- name: db_now
+-- The database clock, used to measure this replica's offset.
+SELECT clock_timestamp() AS db_now
+
+-- name: schema_versions
+-- Migrations already applied, oldest first.
+SELECT version FROM schema_version ORDER BY version
+
+-- name: record_version
+-- Mark a migration as applied.
+INSERT INTO schema_version (version) VALUES (%(version)s) ON CONFLICT (version) DO NOTHING
+
+-- name: schema_exists
+-- Whether claimsched's tables exist in the current schema.
+SELECT to_regclass('schema_version') IS NOT NULL AS present
+
+-- name: load_schedules
+-- Every schedule, with a fingerprint of the table so agents can tell when to re-read it.
+SELECT job_name, schedule, time_zone, enabled, lease_seconds, heartbeat_seconds, max_attempts,
+       retry_on_failure, concurrency_policy, catch_up_window_seconds, catch_up_policy,
+       max_runtime_seconds, source, owner, active_since, updated_at
+FROM job_schedule
+ORDER BY job_name
+
+-- name: upsert_schedule
+-- Create or replace a schedule. Code declarations never overwrite another source's row.
+INSERT INTO job_schedule AS s (job_name, schedule, time_zone, enabled, lease_seconds,
+        heartbeat_seconds, max_attempts, retry_on_failure, concurrency_policy,
+        catch_up_window_seconds, catch_up_policy, max_runtime_seconds, source, owner)
+VALUES (%(job_name)s, %(schedule)s, %(time_zone)s, %(enabled)s, %(lease_seconds)s,
+        %(heartbeat_seconds)s, %(max_attempts)s, %(retry_on_failure)s, %(concurrency_policy)s,
+        %(catch_up_window_seconds)s, %(catch_up_policy)s, %(max_runtime_seconds)s, %(source)s,
+        %(owner)s)
+ON CONFLICT (job_name) DO UPDATE SET
+    schedule = EXCLUDED.schedule, time_zone = EXCLUDED.time_zone, enabled = EXCLUDED.enabled,
+    lease_seconds = EXCLUDED.lease_seconds, heartbeat_seconds = EXCLUDED.heartbeat_seconds,
+    max_attempts = EXCLUDED.max_attempts, retry_on_failure = EXCLUDED.retry_on_failure,
+    concurrency_policy = EXCLUDED.concurrency_policy,
+    catch_up_window_seconds = EXCLUDED.catch_up_window_seconds,
+    catch_up_policy = EXCLUDED.catch_up_policy, max_runtime_seconds = EXCLUDED.max_runtime_seconds,
+    source = EXCLUDED.source, owner = EXCLUDED.owner
+WHERE (EXCLUDED.source <> 'code' OR s.source = 'code')
+  AND (s.schedule, s.time_zone, s.enabled, s.lease_seconds, s.heartbeat_seconds, s.max_attempts,
+       s.retry_on_failure, s.concurrency_policy, s.catch_up_window_seconds, s.catch_up_policy,
+       s.max_runtime_seconds, s.source, s.owner)
+      IS DISTINCT FROM
+      (EXCLUDED.schedule, EXCLUDED.time_zone, EXCLUDED.enabled, EXCLUDED.lease_seconds,
+       EXCLUDED.heartbeat_seconds, EXCLUDED.max_attempts, EXCLUDED.retry_on_failure,
+       EXCLUDED.concurrency_policy, EXCLUDED.catch_up_window_seconds, EXCLUDED.catch_up_policy,
+       EXCLUDED.max_runtime_seconds, EXCLUDED.source, EXCLUDED.owner)
+RETURNING job_name, (xmax = 0) AS created
+
+-- name: disable_schedule
+-- Suspend a schedule for good (the operator's delete): history stays.
+UPDATE job_schedule SET enabled = false WHERE job_name = %(job_name)s AND enabled
+RETURNING job_name
+
+-- name: claim
+-- Claim due occurrences in one statement. Candidates come in as parallel arrays, in this
+-- replica's preferred order; `want` is 'running' (run it) or 'skipped' (record why not, in
+-- `reason`); `latest` marks a job's newest due occurrence. The database decides: not yet due by
+-- its clock, schedule inactive, already taken, Forbid and busy (skip the latest, defer older
+-- ones), or beyond this replica's free slots. Returns one row per candidate with its outcome,
+-- plus the database clock; Replace fences out the job's older running runs.
+WITH cand AS (
+    SELECT c.ord, c.job_name, c.fire_time, c.want, c.reason, c.latest,
+           s.lease_seconds, s.heartbeat_seconds, s.max_attempts, s.retry_on_failure,
+           s.concurrency_policy,
+           CASE
+               WHEN s.job_name IS NULL OR NOT s.enabled OR c.fire_time <= s.active_since
+                   THEN 'inactive'
+               WHEN c.fire_time > now() THEN 'not_due'
+               WHEN EXISTS (SELECT 1 FROM job_runs r
+                            WHERE r.job_name = c.job_name AND r.fire_time = c.fire_time)
+                   THEN 'taken'
+               WHEN c.want = 'running' AND s.concurrency_policy = 'Forbid'
+                    AND EXISTS (SELECT 1 FROM job_runs r
+                                WHERE r.job_name = c.job_name AND r.status = 'running'
+                                  AND r.lease_until > now())
+                   THEN CASE WHEN c.latest THEN 'busy' ELSE 'deferred' END
+               ELSE c.want
+           END AS verdict
+    FROM unnest(%(jobs)s::text[], %(fire_times)s::timestamptz[], %(wants)s::text[],
+                %(reasons)s::text[], %(latest)s::boolean[])
+         WITH ORDINALITY AS c(job_name, fire_time, want, reason, latest, ord)
+    LEFT JOIN job_schedule s ON s.job_name = c.job_name
+),
+ranked AS (
+    SELECT cand.*,
+           row_number() OVER (PARTITION BY verdict = 'running' ORDER BY ord) AS slot
+    FROM cand
+),
+chosen AS (
+    SELECT * FROM ranked
+    WHERE verdict IN ('skipped', 'busy') OR (verdict = 'running' AND slot <= %(capacity)s)
+),
+ins AS (
+    INSERT INTO job_runs (job_name, fire_time, kind, status, claimed_by, lease_until, attempt,
+                          started_at, finished_at, error)
+    SELECT job_name, fire_time, 'scheduled',
+           CASE WHEN verdict = 'running' THEN 'running' ELSE 'skipped' END,
+           %(agent_id)s,
+           CASE WHEN verdict = 'running' THEN now() + make_interval(secs => lease_seconds) END,
+           1, now(),
+           CASE WHEN verdict = 'running' THEN NULL ELSE now() END,
+           CASE WHEN verdict = 'busy'
+                THEN 'skipped: the previous run is still running (concurrencyPolicy Forbid)'
+                WHEN verdict = 'skipped' THEN reason END
+    FROM chosen
+    ORDER BY ord
+    ON CONFLICT (job_name, fire_time) DO NOTHING
+    RETURNING id, job_name, fire_time, status, attempt, lease_until, started_at
+),
+replaced AS (
+    UPDATE job_runs r
+    SET status = 'failed', finished_at = now(), lease_until = now(),
+        error = 'replaced by the occurrence at ' || ins.fire_time || ' (concurrencyPolicy Replace)'
+    FROM ins JOIN cand ON cand.job_name = ins.job_name AND cand.fire_time = ins.fire_time
+    WHERE cand.concurrency_policy = 'Replace' AND ins.status = 'running'
+      AND r.job_name = ins.job_name AND r.status = 'running' AND r.fire_time < ins.fire_time
+    RETURNING r.id
+)
+SELECT c.job_name, c.fire_time,
+       CASE WHEN i.id IS NOT NULL THEN
+                CASE WHEN i.status = 'running' THEN 'claimed' ELSE 'skipped' END
+            WHEN c.verdict = 'running' AND c.slot > %(capacity)s THEN 'no_capacity'
+            WHEN c.verdict IN ('running', 'skipped', 'busy') THEN 'taken'
+            ELSE c.verdict END AS outcome,
+       i.id, i.attempt, i.lease_until, i.started_at,
+       c.lease_seconds, c.heartbeat_seconds, c.max_attempts, c.retry_on_failure,
+       CASE WHEN EXISTS (SELECT 1 FROM replaced)
+            THEN pg_notify('claimsched_runs', current_schema()) END AS notified,
+       now() AS db_now
+FROM (SELECT now()) AS clock
+LEFT JOIN ranked c ON true
+LEFT JOIN ins i ON i.job_name = c.job_name AND i.fire_time = c.fire_time
+ORDER BY c.ord
+
+-- name: reclaim
+-- Take over runs that want an owner: manual/backfill requests (pending), orphans, and failed
+-- runs whose retry is due. attempt + 1 is the new fencing token.
+WITH picked AS (
+    SELECT r.id, r.fire_time
+    FROM job_runs r
+    WHERE r.job_name = ANY(%(jobs)s::text[])
+      AND (r.status IN ('pending', 'orphaned') OR (r.status = 'failed' AND r.retry_at <= now()))
+    ORDER BY r.fire_time
+    LIMIT %(capacity)s
+    FOR UPDATE OF r SKIP LOCKED
+)
+UPDATE job_runs r
+SET status = 'running', attempt = r.attempt + 1, claimed_by = %(agent_id)s,
+    lease_until = now() + make_interval(secs => s.lease_seconds), started_at = now(),
+    finished_at = NULL, retry_at = NULL
+FROM picked, job_schedule s
+WHERE r.id = picked.id AND r.fire_time = picked.fire_time AND s.job_name = r.job_name
+RETURNING r.id, r.job_name, r.fire_time, r.kind, r.attempt, r.lease_until, r.started_at,
+          r.orphan_count, s.lease_seconds, s.heartbeat_seconds, s.max_attempts,
+          s.retry_on_failure, now() AS db_now
+
+-- name: heartbeat
+-- Renew the leases this agent still owns, all in one statement; a missing id is a lost lease.
+UPDATE job_runs r
+SET lease_until = now() + make_interval(secs => h.lease_seconds)
+FROM unnest(%(ids)s::bigint[], %(fire_times)s::timestamptz[], %(attempts)s::integer[],
+            %(leases)s::double precision[]) AS h(id, fire_time, attempt, lease_seconds)
+WHERE r.id = h.id AND r.fire_time = h.fire_time AND r.attempt = h.attempt
+  AND r.claimed_by = %(agent_id)s AND r.status = 'running' AND r.lease_until > now()
+RETURNING r.id
+
+-- name: complete
+-- Record the outcome of finished runs (batched), fenced by owner, attempt and a live lease.
+-- A failure is retried later when its job allows it and attempts remain.
+UPDATE job_runs r
+SET status = c.status, finished_at = now(), error = c.error, lease_until = now(),
+    retry_at = CASE WHEN c.status = 'failed' AND c.retry AND r.attempt < c.max_attempts
+                    THEN now() + make_interval(secs => c.backoff) END
+FROM unnest(%(ids)s::bigint[], %(fire_times)s::timestamptz[], %(attempts)s::integer[],
+            %(statuses)s::text[], %(errors)s::text[], %(retries)s::boolean[],
+            %(max_attempts)s::integer[], %(backoffs)s::double precision[])
+     AS c(id, fire_time, attempt, status, error, retry, max_attempts, backoff)
+WHERE r.id = c.id AND r.fire_time = c.fire_time AND r.attempt = c.attempt
+  AND r.claimed_by = %(agent_id)s AND r.status = 'running' AND r.lease_until > now()
+RETURNING r.id, r.retry_at
+
+-- name: housekeeping
+-- One cheap statement every few seconds from every agent: refresh presence, turn expired
+-- leases into orphans (or failures once attempts are exhausted), fail runs past max_runtime,
+-- and say whether any run this agent could take wants an owner. Wakes the others if needed.
+WITH presence AS (
+    INSERT INTO agents (agent_id, hostname, pod, namespace, handlers, version, ttl_seconds)
+    VALUES (%(agent_id)s, %(hostname)s, %(pod)s, %(namespace)s, %(handlers)s::text[],
+            %(version)s, %(ttl_seconds)s)
+    ON CONFLICT (agent_id) DO UPDATE
+    SET last_seen = now(), handlers = EXCLUDED.handlers, ttl_seconds = EXCLUDED.ttl_seconds,
+        stopped_at = NULL
+    RETURNING agent_id
+),
+expired AS (
+    UPDATE job_runs r
+    SET status = CASE WHEN r.attempt >= s.max_attempts THEN 'failed' ELSE 'orphaned' END,
+        orphan_count = r.orphan_count + 1,
+        finished_at = CASE WHEN r.attempt >= s.max_attempts THEN now() END,
+        error = 'lease expired (claimed by ' || r.claimed_by || ', attempt ' || r.attempt || ')'
+                || CASE WHEN r.attempt >= s.max_attempts
+                        THEN '; attempts exhausted' ELSE '' END
+    FROM job_schedule s
+    WHERE s.job_name = r.job_name AND r.status = 'running' AND r.lease_until < now()
+    RETURNING r.id, r.status
+),
+overdue AS (
+    UPDATE job_runs r
+    SET status = 'failed', finished_at = now(), lease_until = now(),
+        error = 'max_runtime of ' || s.max_runtime_seconds || ' s exceeded'
+    FROM job_schedule s
+    WHERE s.job_name = r.job_name AND r.status = 'running' AND r.lease_until >= now()
+      AND s.max_runtime_seconds IS NOT NULL
+      AND r.started_at + make_interval(secs => s.max_runtime_seconds) < now()
+    RETURNING r.id
+)
+SELECT (SELECT count(*) FROM presence) AS present,
+       (SELECT count(*) FROM expired WHERE status = 'orphaned') AS orphaned,
+       (SELECT count(*) FROM expired WHERE status = 'failed') AS exhausted,
+       (SELECT count(*) FROM overdue) AS overdue,
+       EXISTS (SELECT 1 FROM job_runs r
+               WHERE r.job_name = ANY(%(handlers)s::text[])
+                 AND (r.status IN ('pending', 'orphaned')
+                      OR (r.status = 'failed' AND r.retry_at <= now()))) AS claimable,
+       CASE WHEN EXISTS (SELECT 1 FROM expired WHERE status = 'orphaned')
+            THEN pg_notify('claimsched_runs', current_schema()) END AS notified,
+       now() AS db_now
+
+-- name: release
+-- Graceful shutdown: end this agent's leases now, so the next housekeeping orphans them.
+UPDATE job_runs SET lease_until = now() - interval '1 microsecond'
+WHERE claimed_by = %(agent_id)s AND status = 'running'
+  AND id = ANY(%(ids)s::bigint[])
+RETURNING id
+
+-- name: agent_stopped
+-- Graceful shutdown: this agent is gone.
+UPDATE agents SET stopped_at = now(), last_seen = now() WHERE agent_id = %(agent_id)s
+
+-- name: effect
+-- Record a side effect's receipt if this run still owns its occurrence. `owned` false means
+-- the lease was lost (fenced); `inserted` false means the receipt already existed.
+WITH fence AS (
+    SELECT id, attempt FROM job_runs
+    WHERE id = %(run_id)s AND fire_time = %(fire_time)s AND claimed_by = %(agent_id)s
+      AND attempt = %(attempt)s AND status = 'running' AND lease_until > now()
+),
+ins AS (
+    INSERT INTO job_effects (entity, job_name, fire_time, run_id, attempt)
+    SELECT %(entity)s, %(job_name)s, %(fire_time)s, id, attempt FROM fence
+    ON CONFLICT (entity, job_name, fire_time) DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM fence) AS owned, EXISTS (SELECT 1 FROM ins) AS inserted
+
+-- name: request_run
+-- A manual or backfill occurrence for an agent to pick up (pending, attempt 0).
+INSERT INTO job_runs (job_name, fire_time, kind, status, attempt)
+SELECT s.job_name, f.fire_time, %(kind)s, 'pending', 0
+FROM job_schedule s, unnest(%(fire_times)s::timestamptz[]) AS f(fire_time)
+WHERE s.job_name = %(job_name)s
+ON CONFLICT (job_name, fire_time) DO NOTHING
+RETURNING id, fire_time
+
+-- name: wake_agents
+-- Tell listening agents that runs want an owner.
+SELECT pg_notify('claimsched_runs', current_schema())
+
+-- name: list_runs
+-- Recent runs, newest first, optionally for one job and/or one status.
+SELECT id, job_name, fire_time, kind, status, claimed_by, attempt, started_at, finished_at,
+       lease_until, orphan_count, retry_at, error
+FROM job_runs
+WHERE (%(job_name)s::text IS NULL OR job_name = %(job_name)s)
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+ORDER BY fire_time DESC, id DESC
+LIMIT %(limit)s
+
+-- name: list_agents
+-- Agents seen recently, and whether they are alive by their own time-to-live.
+SELECT agent_id, hostname, pod, namespace, handlers, version, started_at, last_seen,
+       (stopped_at IS NULL AND last_seen + make_interval(secs => ttl_seconds) > now()) AS alive
+FROM agents
+ORDER BY last_seen DESC
+
+-- name: forget_agents
+-- Maintenance: drop presence rows of agents gone for a day.
+DELETE FROM agents WHERE last_seen < now() - interval '1 day'
+
+-- name: expire_effects
+-- Maintenance: drop receipts older than the retention period.
+DELETE FROM job_effects WHERE fire_time < now() - make_interval(days => %(days)s)
+
+-- name: partitions
+-- The monthly partitions of job_runs, with their bounds.
+SELECT c.relname AS name, pg_get_expr(c.relpartbound, c.oid) AS bound
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'job_runs'::regclass
+ORDER BY c.relname

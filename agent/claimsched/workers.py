@@ -1,0 +1,178 @@
+"""Worker slots: run handlers (sync in threads, async on one event loop), record completions."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import metrics
+from .errors import DatabaseError
+from .logs import AgentLog
+from .records import Completion, Lease
+from .runs import Run
+from .supervision import DatabaseHealth
+
+Handler = Callable[[Run], Any]
+
+
+@dataclass
+class Slot:
+    """A run in progress and its lease bookkeeping (monotonic seconds)."""
+
+    run: Run
+    renewed_at: float
+    deadline: float
+    thread: threading.Thread | None = field(default=None, repr=False)
+
+
+class Workers:
+    """At most `size` runs at once; finished runs are recorded in batches by the completer."""
+
+    def __init__(
+        self, agent: Any, size: int, log: AgentLog, health: DatabaseHealth,
+        on_change: Callable[[], None], backoff_base: float,
+    ) -> None:
+        self._agent = agent
+        self.size = size
+        self._log = log
+        self._health = health
+        self._on_change = on_change
+        self._backoff_base = backoff_base
+        self._lock = threading.Lock()
+        self._slots: dict[int, Slot] = {}
+        self._done: queue.Queue[Completion | None] = queue.Queue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.refused = 0
+
+    def free(self) -> int:
+        with self._lock:
+            return self.size - len(self._slots)
+
+    def slots(self) -> list[Slot]:
+        with self._lock:
+            return list(self._slots.values())
+
+    def start(self, lease: Lease, handler: Handler) -> Run:
+        run = Run(self._agent.store, self._agent.agent_id, lease)
+        now = time.monotonic()
+        slot = Slot(run, renewed_at=now, deadline=now + lease.lease_seconds)
+        with self._lock:
+            self._slots[lease.id] = slot
+        thread = threading.Thread(
+            target=self._execute, args=(slot, handler),
+            name=f"claimsched-run-{lease.job_name}", daemon=True,
+        )
+        slot.thread = thread
+        thread.start()
+        return run
+
+    def abandon(self, run_id: int) -> Slot | None:
+        """The run's lease is gone: free its slot (its handler may still be winding down)."""
+        with self._lock:
+            slot = self._slots.pop(run_id, None)
+        if slot is not None:
+            slot.run.lost.set()
+            self._on_change()
+        return slot
+
+    def _execute(self, slot: Slot, handler: Handler) -> None:
+        run = slot.run
+        lease = run.lease
+        metrics.FIRE_TO_START.labels(lease.job_name).observe(
+            max(0.0, lease.started_at.timestamp() - lease.fire_time.timestamp())
+        )
+        run.log.info("run started", extra={"action": "start"})
+        status, error = "done", None
+        try:
+            result = self._call(handler, run)
+            if result is not None:
+                run.log.warning("handler returned %r; return values are ignored", result)
+        except BaseException as exc:  # the handler's failure is data, not our crash
+            status, error = "failed", f"{type(exc).__name__}: {exc}"[:2000]
+            run.log.warning("run failed: %s", error, extra={"action": "fail"})
+        backoff = min(self._backoff_base * 2 ** max(lease.attempt - 1, 0), 300.0)
+        self._done.put(Completion(lease, status, error, backoff))  # type: ignore[arg-type]
+        with self._lock:
+            owned = self._slots.pop(lease.id, None) is not None
+        if owned:
+            self._on_change()
+
+    def _call(self, handler: Handler, run: Run) -> Any:
+        if not inspect.iscoroutinefunction(handler):
+            return handler(run)
+        loop = self._event_loop()
+        return asyncio.run_coroutine_threadsafe(handler(run), loop).result()
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                self._loop = loop = asyncio.new_event_loop()
+
+                def serve() -> None:
+                    loop.run_forever()
+                    loop.close()
+
+                threading.Thread(target=serve, name="claimsched-asyncio", daemon=True).start()
+            return self._loop
+
+    def completer(self, stopping: threading.Event) -> None:
+        """Record finished runs, many per statement; keeps retrying while the database is down."""
+        pending: list[Completion] = []
+        while True:
+            item = self._done.get()
+            if item is None and not pending:
+                return
+            if item is not None:
+                pending.append(item)
+            while True:
+                try:
+                    extra = self._done.get_nowait()
+                except queue.Empty:
+                    break
+                if extra is None:
+                    self._done.put(None)
+                    break
+                pending.append(extra)
+            try:
+                recorded = self._agent.store.complete(self._agent.agent_id, pending)
+                self._health.succeeded()
+            except DatabaseError as exc:
+                delay = self._health.failed(exc)
+                if stopping.wait(delay) and item is None:
+                    return
+                continue
+            for done in pending:
+                self._recorded(done, done.lease.id in recorded, recorded.get(done.lease.id))
+            pending = []
+            if item is None:
+                return
+
+    def _recorded(self, done: Completion, owned: bool, retry_at: Any) -> None:
+        lease = done.lease
+        fields = {
+            "job": lease.job_name, "fire_time": lease.fire_time.isoformat(),
+            "attempt": lease.attempt,
+        }
+        if not owned:
+            self.refused += 1
+            metrics.COMPLETIONS_REFUSED.labels(lease.job_name).inc()
+            self._log.warning(
+                "completion refused: the lease was lost (the run was reclaimed or fenced out)",
+                extra={**fields, "action": "fenced"},
+            )
+            return
+        metrics.RUNS.labels(lease.job_name, done.status).inc()
+        self._log.info("run %s", done.status, extra={**fields, "action": done.status})
+        if retry_at is not None:
+            self._agent.retry_at(retry_at)
+
+    def close(self) -> None:
+        self._done.put(None)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)

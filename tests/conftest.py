@@ -1,0 +1,71 @@
+"""Shared fixtures: a real PostgreSQL server per session, a fresh database per test."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from claimsched.db import Store
+from claimsched.embedded import TemporaryPostgres
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def server_dsn() -> Iterator[str]:
+    """DSN of a maintenance database on a real server: CLAIMSCHED_TEST_DSN, or a throwaway one."""
+    if os.environ.get("CLAIMSCHED_TEST_DSN"):
+        yield os.environ["CLAIMSCHED_TEST_DSN"]
+        return
+    with TemporaryPostgres() as pg:
+        yield pg.dsn
+
+
+@pytest.fixture(scope="session")
+def template_db(server_dsn: str) -> str:
+    """A database with claimsched migrated, cloned for every test."""
+    name = f"claimsched_tmpl_{os.getpid()}"
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    store = Store(_with_db(server_dsn, name))
+    store.migrate()
+    return name
+
+
+def _with_db(dsn: str, database: str) -> str:
+    return psycopg.conninfo.make_conninfo(dsn, dbname=database)
+
+
+@pytest.fixture
+def dsn(server_dsn: str, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database for this test."""
+    name = f"t_{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    yield _with_db(server_dsn, name)
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def empty_dsn(server_dsn: str) -> Iterator[str]:
+    """A fresh database without claimsched's schema."""
+    name = f"e_{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield _with_db(server_dsn, name)
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def store(dsn: str) -> Iterator[Store]:
+    s = Store(dsn)
+    s.open()
+    yield s
+    s.close()

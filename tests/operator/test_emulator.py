@@ -1,0 +1,214 @@
+"""The Kubernetes emulator behaves like an API server, for a real `kopf run` and for clients."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kubernetes
+import pytest
+from kubernetes.client.rest import ApiException
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: tests.helpers
+from tests.helpers.kube_emulator import Served, serve_emulator  # noqa: E402
+
+T = TypeVar("T")
+GROUP, VERSION, PLURAL, NS = "claimsched.io", "v1alpha1", "claimschedules", "default"
+CR_PATH = f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/{PLURAL}"
+
+OPERATOR = '''
+import datetime
+
+import kopf
+
+RESOURCE = ("claimsched.io", "v1alpha1", "claimschedules")
+
+
+@kopf.on.create(*RESOURCE)
+def created(spec, meta, patch, body, **_):
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    job = spec.get("jobName", meta["name"])
+    patch.status["observedGeneration"] = meta["generation"]
+    patch.status["jobName"] = job
+    patch.status["conditions"] = [{
+        "type": "Synced", "status": "True", "reason": "Synced", "lastTransitionTime": now,
+        "message": f"{job} runs {spec['schedule']} in {spec['timeZone']}",
+        "observedGeneration": meta["generation"],
+    }]
+    kopf.info(body, reason="Synced", message=f"job {job} synced")
+
+
+@kopf.on.delete(*RESOURCE)
+def deleted(body, **_):
+    kopf.info(body, reason="Disabled", message="schedule disabled, history kept")
+'''
+
+
+def wait_for(probe: Callable[[], T | None], what: str, timeout: float = 30) -> T:
+    """Poll ``probe`` until it returns something truthy; fail with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = probe()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    with serve_emulator(tmp_path) as served:
+        yield served
+
+
+@pytest.fixture
+def api(served: Served) -> Iterator[kubernetes.client.CustomObjectsApi]:
+    client = kubernetes.config.new_client_from_config(config_file=str(served.kubeconfig))
+    try:
+        yield kubernetes.client.CustomObjectsApi(client)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def kopf_run(served: Served, tmp_path: Path) -> Iterator[Path]:
+    """A real `kopf run` process against the emulator; yields its log file."""
+    script = tmp_path / "operator.py"
+    script.write_text(OPERATOR)
+    log = tmp_path / "kopf.log"
+    health = f"http://127.0.0.1:{free_port()}/healthz"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+    env["KUBECONFIG"] = str(served.kubeconfig)
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kopf", "run", "--standalone", "-A", "--verbose",
+             f"--liveness={health}", str(script)],
+            stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+    try:
+        def healthy() -> bool:
+            assert proc.poll() is None, f"kopf exited:\n{log.read_text()[-3000:]}"
+            try:
+                with urllib.request.urlopen(health, timeout=1) as response:
+                    return bool(response.status == 200)
+            except OSError:
+                return False
+
+        wait_for(healthy, "kopf's liveness endpoint")
+        yield log
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def schedule(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ClaimSchedule",
+            "metadata": {"name": name}, "spec": {"schedule": "@every 10s", **spec}}
+
+
+def fetch(api: kubernetes.client.CustomObjectsApi, name: str) -> dict[str, Any] | None:
+    try:
+        return dict(api.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name))
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def rejection(call: Callable[[], object]) -> tuple[int, dict[str, Any]]:
+    with pytest.raises(ApiException) as info:
+        call()
+    return int(info.value.status), json.loads(info.value.body)
+
+
+def test_real_kopf_handles_create_and_delete_through_the_emulator(
+        served: Served, api: kubernetes.client.CustomObjectsApi, kopf_run: Path) -> None:
+    created = api.create_namespaced_custom_object(
+        GROUP, VERSION, NS, PLURAL, schedule("nightly", timeZone="Europe/Berlin"))
+    assert created["metadata"]["generation"] == 1
+    assert created["spec"]["leaseSeconds"] == 120  # defaulted by the emulator, like a server
+
+    def synced() -> dict[str, Any] | None:
+        obj = fetch(api, "nightly")
+        return obj if obj and obj.get("status", {}).get("conditions") else None
+
+    obj = wait_for(synced, f"the status from kopf; kopf log:\n{kopf_run.read_text()[-3000:]}")
+    assert obj["status"]["jobName"] == "nightly"
+    assert obj["status"]["observedGeneration"] == 1
+    assert obj["status"]["conditions"][0]["message"] == "nightly runs @every 10s in Europe/Berlin"
+    assert obj["metadata"]["finalizers"], "kopf adds its finalizer for the on.delete handler"
+
+    events = wait_for(lambda: [x for x in served.emulator.sent("POST", f"/api/v1/namespaces/{NS}/events")
+                               if x.body.get("reason") == "Synced"], "the Synced event")
+    assert events[0].status == 201  # validated against the Event schema and stored
+    assert events[0].body["involvedObject"]["name"] == "nightly"
+
+    deleting = api.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "nightly")
+    assert deleting["metadata"]["deletionTimestamp"]
+    wait_for(lambda: fetch(api, "nightly") is None, "kopf to remove its finalizer")
+    assert [x for x in served.emulator.sent("POST") if x.body.get("reason") == "Disabled"]
+    refused = [x for x in served.emulator.exchanges if x.status >= 400 and x.method != "GET"]
+    assert not refused, f"the emulator refused what kopf sent: {refused}"
+
+
+def test_invalid_claimschedule_is_refused_with_422_and_not_stored(
+        served: Served, api: kubernetes.client.CustomObjectsApi) -> None:
+    status, body = rejection(lambda: api.create_namespaced_custom_object(
+        GROUP, VERSION, NS, PLURAL, schedule("bad", leaseSeconds=60, heartbeatSeconds=30,
+                                             concurrencyPolicy="Sometimes")))
+    assert status == 422
+    assert body["kind"] == "Status" and body["reason"] == "Invalid"
+    fields = {cause["field"] for cause in body["details"]["causes"]}
+    assert fields == {"spec.concurrencyPolicy", "spec.heartbeatSeconds"}
+    assert "at most a third of leaseSeconds" in body["message"]
+    assert fetch(api, "bad") is None
+    assert served.emulator.sent("POST", CR_PATH)[-1].status == 422
+
+
+def test_status_and_spec_writes_are_kept_apart_and_generation_follows_spec(
+        api: kubernetes.client.CustomObjectsApi) -> None:
+    created = api.create_namespaced_custom_object(
+        GROUP, VERSION, NS, PLURAL, {**schedule("s"), "status": {"activeRuns": 7}})
+    assert "status" not in created  # status only through /status
+    patched = api.patch_namespaced_custom_object(
+        GROUP, VERSION, NS, PLURAL, "s", {"spec": {"suspend": True}, "status": {"activeRuns": 1}})
+    assert patched["metadata"]["generation"] == 2 and "status" not in patched
+    status = api.patch_namespaced_custom_object_status(
+        GROUP, VERSION, NS, PLURAL, "s", {"spec": {"suspend": False}, "status": {"activeRuns": 2}})
+    assert status["spec"]["suspend"] is True and status["status"] == {"activeRuns": 2}
+    assert status["metadata"]["generation"] == 2
+    same = api.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "s",
+                                              {"spec": {"suspend": True}})
+    assert same["metadata"]["resourceVersion"] == status["metadata"]["resourceVersion"]
+    code, body = rejection(lambda: api.patch_namespaced_custom_object_status(
+        GROUP, VERSION, NS, PLURAL, "s", {"status": {"lastRun": {"status": "exploded"}}}))
+    assert code == 422 and body["details"]["causes"][0]["field"] == "status.lastRun.status"
+    code, body = rejection(lambda: api.patch_namespaced_custom_object(
+        GROUP, VERSION, NS, PLURAL, "s", {"spec": {"jobName": "other"}}))
+    assert code == 422 and "jobName is immutable" in body["message"]
+
+
+def test_json_patch_test_failure_answers_422(
+        served: Served, api: kubernetes.client.CustomObjectsApi) -> None:
+    api.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, schedule("j"))
+    ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": "0"},
+           {"op": "add", "path": "/metadata/finalizers", "value": ["x/y"]}]
+    code, _ = rejection(lambda: api.patch_namespaced_custom_object(
+        GROUP, VERSION, NS, PLURAL, "j", ops, _content_type="application/json-patch+json"))
+    assert code == 422
+    assert "finalizers" not in (fetch(api, "j") or {})["metadata"]
