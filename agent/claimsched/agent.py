@@ -55,8 +55,7 @@ class Agent:
             changes["max_concurrency"] = max_concurrency
         if agent_id is not None:
             changes["agent_id"] = agent_id
-        self.settings = base.model_copy(update=changes) if changes else base
-        AgentSettings.model_validate(self.settings.model_dump())
+        self.settings = AgentSettings.model_validate({**base.model_dump(), **changes})
         if pool is None and self.settings.dsn is None:
             raise ConfigurationError("no database: pass dsn= or pool=, or set CLAIMSCHED_DSN")
         self.agent_id = self.settings.agent_id or (
@@ -165,6 +164,7 @@ class Agent:
         grace = self.settings.shutdown_grace_seconds if grace is None else grace
         self._stopping.set()
         self._wake.set()
+        self.heartbeat.kick()
         deadline = time.monotonic() + grace
         while self.workers.slots() and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -13,7 +13,9 @@ SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 class AgentSettings(BaseSettings):
     """How an agent connects and behaves. Environment: CLAIMSCHED_<FIELD> (upper case)."""
 
-    model_config = SettingsConfigDict(env_prefix="CLAIMSCHED_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="CLAIMSCHED_", extra="ignore", populate_by_name=True
+    )
 
     dsn: SecretStr | None = Field(
         None, description="PostgreSQL connection string (libpq URI or key=value). Required."

@@ -17,6 +17,8 @@ import asyncio
 import contextlib
 import copy
 import datetime
+import gzip
+import importlib.resources
 import json
 import re
 import secrets
@@ -58,15 +60,15 @@ def _parse_path(path: str) -> parsing.ParsedPath:
 parsing.parse_path = _parse_path
 
 
-@dataclass(frozen=True)
+@dataclass
 class Exchange:
-    """One request as answered: what a client sent and the status code it got."""
+    """One request: what a client sent, and the status it got (None while still streaming)."""
 
     method: str
     path: str
     params: dict[str, str]
     body: Any
-    status: int
+    status: int | None = None
 
 
 @attrs.define(kw_only=True)
@@ -77,13 +79,16 @@ class KubeEmulator(kmock.KubernetesEmulator):
     exchanges: list[Exchange] = attrs.field(factory=list, init=False)
     _rv: int = attrs.field(default=1, init=False)
     _answers: dict[Any, tuple[int, Json]] = attrs.field(factory=dict, init=False)
+    _events: dict[kmock.resource, list[Json]] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         self.fallback[kmock.method.PUT] << self._serve_written
         self.fallback["get /api/"] << self._serve_api
         self.fallback["get /apis/"] << self._serve_apis
-        self.resources.load_bundled()
+        bundled = importlib.resources.files("kmock._internal") / "resources.json.gz"
+        self.resources.load_data(gzip.decompress(bundled.read_bytes()))  # not load_bundled():
+        # that one calls the deprecated importlib.resources.read_binary
         for plural, kind, namespaced in [("kopfpeerings", "KopfPeering", True),
                                          ("clusterkopfpeerings", "ClusterKopfPeering", False)]:
             self.resources[f"kopf.dev/v1/{plural}"] = kmock.ResourceInfo(
@@ -97,6 +102,12 @@ class KubeEmulator(kmock.KubernetesEmulator):
         names = crd.names
         resource = kmock.resource(crd.group, crd.version()["name"], crd.plural)
         self.crds[resource] = crd
+        key = (kmock.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions"), None,
+               crd.doc["metadata"]["name"])
+        if self._live(key) is None:  # registered directly, not POSTed: list it like a cluster
+            doc = copy.deepcopy(crd.doc)
+            self._stamp(doc["metadata"])
+            self._store(key, doc)
         self.resources[resource] = kmock.ResourceInfo(
             kind=crd.kind, singular=names.get("singular", crd.kind.lower()),
             namespaced=crd.namespaced, verbs=_VERBS, shortnames=names.get("shortNames", []),
@@ -115,14 +126,15 @@ class KubeEmulator(kmock.KubernetesEmulator):
         return self._live((kmock.resource(api), namespace, name))
 
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
-        response = await super().__call__(raw_request)
         text = (await raw_request.read()).decode(errors="replace")
         try:
             body = json.loads(text) if text else None
         except ValueError:
             body = text
-        self.exchanges.append(Exchange(raw_request.method, raw_request.path,
-                                       dict(raw_request.query), body, response.status))
+        exchange = Exchange(raw_request.method, raw_request.path, dict(raw_request.query), body)
+        self.exchanges.append(exchange)
+        response = await super().__call__(raw_request)
+        exchange.status = response.status
         return response
 
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
@@ -253,17 +265,16 @@ class KubeEmulator(kmock.KubernetesEmulator):
         return self._validate(request.resource, new, old)  # type: ignore[arg-type]
 
     async def _delete(self, key: Any, old: Json, dry_run: bool) -> Json:
-        if old["metadata"].get("finalizers"):
-            if old["metadata"].get("deletionTimestamp"):
-                return old
-            new = copy.deepcopy(old)
-            new["metadata"].update(deletionTimestamp=_now(), deletionGracePeriodSeconds=0,
-                                   resourceVersion=self._next_rv())
-        else:
-            new = old
+        if old["metadata"].get("deletionTimestamp"):
+            return old  # already being deleted, waiting for its finalizers
+        gone = not old["metadata"].get("finalizers")
+        new = copy.deepcopy(old)
+        new["metadata"]["resourceVersion"] = self._next_rv()
+        if not gone:
+            new["metadata"].update(deletionTimestamp=_now(), deletionGracePeriodSeconds=0)
         if not dry_run:
-            self._store(key, new, deleted=new is old)
-            await self._publish(key[0], "DELETED" if new is old else "MODIFIED", new)
+            self._store(key, new, deleted=gone)
+            await self._publish(key[0], "DELETED" if gone else "MODIFIED", new)
         return new
 
     def _validate(self, res: kmock.resource, obj: Json, old: Json | None) -> Json:
@@ -312,6 +323,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             self._objects[key].delete()
 
     async def _publish(self, res: kmock.resource, kind: str, obj: Json) -> None:
+        self._events.setdefault(res, []).append({"type": kind, "object": obj})
         await self._buses[res].put({"type": kind, "object": obj})
 
     def _stamp(self, meta: Json) -> Json:
@@ -338,15 +350,20 @@ class KubeEmulator(kmock.KubernetesEmulator):
         yield b""  # send the headers now, even if nothing happens for a while
         assert request.resource is not None
         bus = self._buses[request.resource]
-        async with self._lock:
+        since = request.params.get("resourceVersion", "0") or "0"
+        async with self._lock:  # the backlog and the live stream must neither gap nor overlap
             mark = await bus.mark()
-            initial = self._matching(request)
+            initial = [{"type": "ADDED", "object": obj} for obj in self._matching(request)
+                       ] if since == "0" else [
+                event for event in self._events.get(request.resource, [])
+                if int(event["object"]["metadata"]["resourceVersion"]) > int(since)
+                and self._matches(request, event["object"])]
         timeout = float(request.params.get("timeoutSeconds", 0)) or None
         deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
         stream = bus.stream(since=mark)
         try:
-            for obj in initial:
-                yield {"type": "ADDED", "object": obj}
+            for event in initial:
+                yield event
             while deadline is None or deadline > asyncio.get_running_loop().time():
                 remaining = None if deadline is None else deadline - asyncio.get_running_loop(
                     ).time()
@@ -455,6 +472,8 @@ def serve_emulator(directory: Path) -> Iterator[Served]:
                            loop=asyncio.get_running_loop())
                 started.set()
                 await stop.wait()
+        except BaseException as e:  # noqa: BLE001 - handed over to the caller's thread
+            box["error"] = e
         finally:
             started.set()
 
@@ -462,8 +481,8 @@ def serve_emulator(directory: Path) -> Iterator[Served]:
     thread.start()
     started.wait(30)
     if "port" not in box:
-        thread.join()
-        raise RuntimeError("the Kubernetes emulator did not start")
+        thread.join(30)
+        raise RuntimeError("the Kubernetes emulator did not start") from box.get("error")
     url = f"http://127.0.0.1:{box['port']}"
     kubeconfig = directory / "kubeconfig"
     kubeconfig.write_text(json.dumps({

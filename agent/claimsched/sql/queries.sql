@@ -209,7 +209,7 @@ expired AS (
                         THEN '; attempts exhausted' ELSE '' END
     FROM job_schedule s
     WHERE s.job_name = r.job_name AND r.status = 'running' AND r.lease_until < now()
-    RETURNING r.id, r.status
+    RETURNING r.id, r.job_name, r.status
 ),
 overdue AS (
     UPDATE job_runs r
@@ -228,7 +228,10 @@ SELECT (SELECT count(*) FROM presence) AS present,
        EXISTS (SELECT 1 FROM job_runs r
                WHERE r.job_name = ANY(%(handlers)s::text[])
                  AND (r.status IN ('pending', 'orphaned')
-                      OR (r.status = 'failed' AND r.retry_at <= now()))) AS claimable,
+                      OR (r.status = 'failed' AND r.retry_at <= now())))
+       OR EXISTS (SELECT 1 FROM expired
+                  WHERE status = 'orphaned' AND job_name = ANY(%(handlers)s::text[]))
+           AS claimable,
        CASE WHEN EXISTS (SELECT 1 FROM expired WHERE status = 'orphaned')
             THEN pg_notify('claimsched_runs', current_schema()) END AS notified,
        now() AS db_now

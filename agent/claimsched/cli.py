@@ -1,0 +1,322 @@
+"""The `claimsched` command: migrate, run an agent, apply schedules, inspect runs, trigger."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from . import logs
+from .agent import Agent
+from .db import Store, redact_dsn
+from .errors import ClaimschedError, ConfigurationError, InvalidSpec, UnknownJob
+from .schedules import parse_schedule
+from .settings import AgentSettings
+from .specs import JobSpec, from_claimschedule
+from .version import __version__
+
+MAX_BACKFILL = 10_000
+out = Console(soft_wrap=True)
+err = Console(stderr=True)
+
+
+def _store(args: argparse.Namespace) -> Store:
+    dsn = args.dsn or os.environ.get("CLAIMSCHED_DSN")
+    if not dsn:
+        raise ConfigurationError("no database: pass --dsn or set CLAIMSCHED_DSN")
+    store = Store(dsn, schema=args.schema, max_size=2, name="claimsched-cli")
+    store.open(timeout=args.connect_timeout)
+    return store
+
+
+def _progress(text: str) -> Any:
+    return err.status(text) if err.is_terminal else nullcontext()
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat() if value else None
+
+
+def _emit(args: argparse.Namespace, rows: list[dict[str, Any]], columns: Sequence[str], title: str) -> None:
+    if args.json:
+        print(json.dumps(rows, default=str, indent=2))
+        return
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
+    out.print(table)
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    store = _store(args)
+    try:
+        with _progress("migrating"):
+            applied = store.migrate()
+        version = store.schema_version()
+    finally:
+        store.close()
+    summary = {"applied": applied, "schema_version": version, "schema": args.schema}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        done = ", ".join(map(str, applied)) if applied else "nothing to do"
+        out.print(f"schema {args.schema} at version {version} (applied: {done})")
+    return 0
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    store = _store(args)
+    try:
+        with _progress("maintaining partitions and retention"):
+            summary = store.maintain(args.retention_days)
+    finally:
+        store.close()
+    print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
+    return 0
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    module_name, _, attr = args.target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import {module_name!r}: {exc}") from None
+    agent = getattr(module, attr or "agent", None)
+    if not isinstance(agent, Agent):
+        raise ConfigurationError(f"{args.target} is not a claimsched.Agent")
+    logs.configure(agent.settings.log_level)
+    return agent.run_forever()
+
+
+def load_specs(path: Path) -> list[JobSpec]:
+    """Every ClaimSchedule in a YAML file, all validated before anything is written."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise InvalidSpec(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if not docs:
+        raise InvalidSpec(f"{path}: no ClaimSchedule documents")
+    specs = []
+    for index, doc in enumerate(docs, 1):
+        try:
+            specs.append(from_claimschedule(doc, source="cli"))
+        except ClaimschedError as exc:
+            raise type(exc)(f"{path}: document {index}: {exc}") from None
+    names = [s.job_name for s in specs]
+    if len(set(names)) != len(names):
+        raise InvalidSpec(f"{path}: the same job name appears twice")
+    return specs
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    specs = load_specs(Path(args.file))
+    store = _store(args)
+    try:
+        results = [{"job": s.job_name, "result": store.upsert_schedule(s)} for s in specs]
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(results))
+    else:
+        for row in results:
+            out.print(f"claimschedule/{row['job']} {row['result']}")
+    return 0
+
+
+def cmd_schedules(args: argparse.Namespace) -> int:
+    store = _store(args)
+    try:
+        records, now = store.load_schedules(), store.db_now()
+    finally:
+        store.close()
+    rows = []
+    for record in records:
+        upcoming = record.parsed.next_after(now) if record.enabled else None
+        rows.append({
+            "job": record.job_name, "schedule": record.schedule, "time_zone": record.time_zone,
+            "enabled": record.enabled, "source": record.source, "owner": record.owner,
+            "policy": f"{record.concurrency_policy}/{record.catch_up_policy}",
+            "next_utc": _iso(upcoming),
+            "next_local": upcoming.astimezone(ZoneInfo(record.time_zone)).isoformat()
+            if upcoming else None,
+        })
+    _emit(args, rows, ["job", "schedule", "time_zone", "enabled", "source", "policy",
+                       "next_local", "next_utc"], "schedules")
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    store = _store(args)
+    try:
+        runs = store.list_runs(args.job, args.status, args.limit)
+    finally:
+        store.close()
+    rows = [{**r, **{k: _iso(r[k]) for k in ("fire_time", "started_at", "finished_at",
+                                             "lease_until", "retry_at")}} for r in runs]
+    _emit(args, rows, ["id", "job_name", "fire_time", "kind", "status", "attempt", "claimed_by",
+                       "started_at", "finished_at", "orphan_count", "error"], "runs")
+    return 0
+
+
+def cmd_agents(args: argparse.Namespace) -> int:
+    store = _store(args)
+    try:
+        rows = [{**a, "handlers": ",".join(a["handlers"]), "last_seen": _iso(a["last_seen"]),
+                 "started_at": _iso(a["started_at"])} for a in store.list_agents()]
+    finally:
+        store.close()
+    _emit(args, rows, ["agent_id", "alive", "hostname", "pod", "handlers", "version",
+                       "last_seen"], "agents")
+    return 0
+
+
+def cmd_trigger(args: argparse.Namespace) -> int:
+    store = _store(args)
+    try:
+        queued = store.request_runs(args.job, [store.db_now()], "manual")
+    finally:
+        store.close()
+    if not queued:
+        raise ClaimschedError(f"a run of {args.job} at this instant already exists")
+    result = {"job": args.job, "fire_time": _iso(queued[0]), "status": "pending"}
+    print(json.dumps(result) if args.json else f"triggered {args.job} (fire_time {result['fire_time']})")
+    return 0
+
+
+def _instant(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidSpec(f"invalid time {text!r}: use ISO 8601, e.g. 2026-11-30T00:00:00Z") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    start, end = _instant(args.start), _instant(args.end)
+    if end <= start:
+        raise InvalidSpec("backfill: TO must be after FROM")
+    store = _store(args)
+    try:
+        records = {r.job_name: r for r in store.load_schedules()}
+        if args.job not in records:
+            raise UnknownJob(f"no schedule for job {args.job!r}")
+        record = records[args.job]
+        occurrences = parse_schedule(record.schedule, record.time_zone).between(
+            start - _tick(), end, limit=MAX_BACKFILL + 1
+        )
+        occurrences = [t for t in occurrences if start <= t <= end]
+        if len(occurrences) > MAX_BACKFILL:
+            raise InvalidSpec(f"backfill: more than {MAX_BACKFILL} occurrences; use a shorter range")
+        with _progress(f"queueing {len(occurrences)} occurrences"):
+            queued = store.request_runs(args.job, occurrences, "backfill") if occurrences else []
+    finally:
+        store.close()
+    result = {"job": args.job, "occurrences": len(occurrences), "queued": len(queued),
+              "already_present": len(occurrences) - len(queued)}
+    print(json.dumps(result) if args.json else
+          f"backfill {args.job}: {result['queued']} queued, "
+          f"{result['already_present']} already ran or are queued")
+    return 0
+
+
+def _tick() -> Any:
+    from datetime import timedelta
+
+    return timedelta(microseconds=1)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(args)
+
+
+# -- parser ------------------------------------------------------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    env = AgentSettings.model_fields
+    top = argparse.ArgumentParser(
+        prog="claimsched",
+        description="Scheduled jobs that run exactly once across N replicas, on Postgres.",
+    )
+    top.add_argument("--version", action="version", version=f"claimsched {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--dsn", help="PostgreSQL DSN (default: $CLAIMSCHED_DSN)")
+    common.add_argument("--schema", default=os.environ.get("CLAIMSCHED_SCHEMA", "claimsched"),
+                        help=env["schema_name"].description)
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--connect-timeout", type=float, default=5.0,
+                        help="seconds to wait for the database (default 5)")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, fn: Callable[[argparse.Namespace], int], text: str) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, parents=[common], help=text, description=text)
+        cmd.set_defaults(fn=fn)
+        return cmd
+
+    add("migrate", cmd_migrate, "create or upgrade claimsched's tables (idempotent)")
+    add("maintain", cmd_maintain, "create partitions ahead, drop history past retention") \
+        .add_argument("--retention-days", type=int, default=90, help="keep this many days (90)")
+    add("agent", cmd_agent, "run the Agent found at MODULE:ATTR until SIGTERM") \
+        .add_argument("target", metavar="MODULE:ATTR")
+    add("apply", cmd_apply, "write the ClaimSchedules of a YAML file to the database") \
+        .add_argument("file", metavar="FILE.yaml")
+    add("schedules", cmd_schedules, "list schedules with their next fire times")
+    runs = add("runs", cmd_runs, "list recent runs, newest first")
+    runs.add_argument("--job")
+    runs.add_argument("--status", choices=["pending", "running", "done", "failed", "orphaned",
+                                           "skipped"])
+    runs.add_argument("--limit", type=int, default=50)
+    add("agents", cmd_agents, "list agents and whether they are alive")
+    add("trigger", cmd_trigger, "queue one manual run of JOB now").add_argument("job")
+    backfill = add("backfill", cmd_backfill, "queue the occurrences of JOB between FROM and TO")
+    backfill.add_argument("job")
+    backfill.add_argument("start", metavar="FROM")
+    backfill.add_argument("end", metavar="TO")
+    demo = add("demo", cmd_demo, "show exactly-once work: N replicas, a kill, a pause, a verdict")
+    demo.add_argument("--replicas", type=int, default=3)
+    demo.add_argument("--duration", type=float, default=40.0, help="seconds (default 40)")
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except ClaimschedError as exc:
+        message = str(exc)
+        if args.dsn:
+            message = message.replace(args.dsn, redact_dsn(args.dsn))
+        print(f"claimsched: error: {message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("claimsched: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""The claim statement on a real Postgres: one winner per occurrence, the database decides."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+from claimsched.db import Store
+from claimsched.records import Candidate
+from claimsched.specs import job_spec
+
+from .support import past, runs, sql
+
+
+def _schedule(store: Store, name: str = "job", **fields: object) -> None:
+    store.upsert_schedule(job_spec(job_name=name, schedule="@every 1s", **fields))
+    sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
+
+
+def test_racing_replicas_produce_one_row_per_occurrence(store: Store) -> None:
+    _schedule(store, concurrency_policy="Allow")
+    occurrences = [past(s) for s in range(1, 41)]
+    won: list[int] = []
+    lock = threading.Lock()
+
+    def replica(index: int) -> None:
+        mine = Store(store.dsn)
+        mine.open()
+        try:
+            _, results = mine.claim(f"r{index}", [Candidate("job", t) for t in occurrences], 100)
+            with lock:
+                won.extend(r.lease.id for r in results if r.lease)
+        finally:
+            mine.close()
+
+    threads = [threading.Thread(target=replica, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rows = runs(store.dsn, "job")
+    assert len(rows) == len(occurrences) == len(won) == len(set(won))
+    assert {r["fire_time"] for r in rows} == set(occurrences)
+
+
+def test_claims_are_limited_to_free_slots(store: Store) -> None:
+    _schedule(store, concurrency_policy="Allow")
+    _, results = store.claim("a", [Candidate("job", past(s)) for s in range(1, 6)], 2)
+    assert [r.outcome for r in results].count("claimed") == 2
+    assert [r.outcome for r in results].count("no_capacity") == 3
+
+
+def test_a_future_occurrence_is_not_due_by_the_database_clock(store: Store) -> None:
+    _schedule(store)
+    future = past(-120)
+    _, results = store.claim("fast-clock", [Candidate("job", future)], 4)
+    assert [r.outcome for r in results] == ["not_due"]
+    assert runs(store.dsn) == []
+
+
+def test_disabled_or_not_yet_active_schedules_are_never_claimed(store: Store) -> None:
+    _schedule(store, "off", enabled=False)
+    store.upsert_schedule(job_spec(job_name="fresh", schedule="@every 1s"))
+    _, results = store.claim("a", [Candidate("off", past(5)), Candidate("fresh", past(5))], 4)
+    assert [r.outcome for r in results] == ["inactive", "inactive"]
+
+
+def test_forbid_skips_the_latest_overlapping_occurrence_and_defers_older_ones(store: Store) -> None:
+    _schedule(store)
+    _, first = store.claim("a", [Candidate("job", past(10))], 4)
+    assert first[0].outcome == "claimed"
+    _, second = store.claim(
+        "b", [Candidate("job", past(9), latest=False), Candidate("job", past(8))], 4
+    )
+    assert [r.outcome for r in second] == ["deferred", "skipped"]
+    skipped = [r for r in runs(store.dsn) if r["status"] == "skipped"]
+    assert len(skipped) == 1 and "Forbid" in skipped[0]["error"]
+
+
+def test_allow_runs_overlapping_occurrences_side_by_side(store: Store) -> None:
+    _schedule(store, concurrency_policy="Allow")
+    store.claim("a", [Candidate("job", past(10))], 4)
+    _, second = store.claim("b", [Candidate("job", past(9))], 4)
+    assert second[0].outcome == "claimed"
+    assert [r["status"] for r in runs(store.dsn)] == ["running", "running"]
+
+
+def test_replace_fences_out_the_running_occurrence(store: Store) -> None:
+    _schedule(store, concurrency_policy="Replace")
+    _, first = store.claim("a", [Candidate("job", past(10))], 4)
+    store.claim("b", [Candidate("job", past(9))], 4)
+    old, new = runs(store.dsn)
+    assert old["status"] == "failed" and "Replace" in old["error"]
+    assert new["status"] == "running"
+    lease = first[0].lease
+    assert lease is not None and store.heartbeat("a", [lease]) == set()
+
+
+def test_skipped_candidates_are_recorded_with_their_reason(store: Store) -> None:
+    _schedule(store)
+    store.claim("a", [Candidate("job", past(3), "skipped", "missed; policy Latest", False)], 0)
+    (row,) = runs(store.dsn)
+    assert row["status"] == "skipped" and row["error"] == "missed; policy Latest"
+
+
+def test_the_claim_returns_the_database_clock(store: Store) -> None:
+    _schedule(store)
+    db_now, results = store.claim("a", [], 4)
+    assert results == []
+    assert abs(db_now - store.db_now()) < timedelta(seconds=5)

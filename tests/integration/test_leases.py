@@ -1,0 +1,156 @@
+"""Leases, fencing, the reaper, reclaims and effect receipts on a real Postgres."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from claimsched import LeaseLost
+from claimsched.db import Store
+from claimsched.records import Candidate, Completion, Lease
+from claimsched.specs import job_spec
+
+from .support import past, runs, sql
+
+PRESENCE = {"hostname": "h", "pod": None, "namespace": None, "version": "t", "ttl_seconds": 9}
+
+
+def _claimed(store: Store, agent: str = "a", ago: float = 5, **fields: object) -> Lease:
+    store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s", **fields))
+    sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
+    _, results = store.claim(agent, [Candidate("job", past(ago))], 4)
+    assert results[0].lease is not None
+    return results[0].lease
+
+
+def _expire(store: Store) -> None:
+    sql(store.dsn, "UPDATE job_runs SET lease_until = now() - interval '1 second' "
+                   "WHERE status = 'running'")
+
+
+def test_heartbeat_renews_owned_leases_in_one_statement(store: Store) -> None:
+    lease = _claimed(store)
+    before = runs(store.dsn)[0]["lease_until"]
+    assert store.heartbeat("a", [lease]) == {lease.id}
+    assert runs(store.dsn)[0]["lease_until"] >= before
+
+
+def test_an_expired_lease_becomes_an_orphan_and_is_reclaimed_with_the_next_attempt(
+    store: Store,
+) -> None:
+    lease = _claimed(store)
+    _expire(store)
+    found = store.housekeeping("b", ["job"], PRESENCE)
+    assert found.orphaned == 1 and found.claimable
+    (row,) = runs(store.dsn)
+    assert row["status"] == "orphaned" and row["orphan_count"] == 1
+    (taken,) = store.reclaim("b", ["job"], 4)
+    assert taken.id == lease.id and taken.attempt == 2
+    assert store.heartbeat("a", [lease]) == set()
+
+
+def test_a_paused_replica_cannot_complete_a_reclaimed_run(store: Store) -> None:
+    lease = _claimed(store)
+    _expire(store)
+    store.housekeeping("b", ["job"], PRESENCE)
+    (taken,) = store.reclaim("b", ["job"], 4)
+    assert store.complete("a", [Completion(lease, "done")]) == {}
+    assert store.complete("b", [Completion(taken, "done")]) == {taken.id: None}
+    (row,) = runs(store.dsn)
+    assert (row["status"], row["claimed_by"], row["attempt"]) == ("done", "b", 2)
+
+
+def test_an_expired_lease_refuses_effects_even_before_the_reaper_runs(store: Store) -> None:
+    lease = _claimed(store)
+    _expire(store)
+    with pytest.raises(LeaseLost):
+        store.effect("a", lease, "mail:1")
+    assert sql(store.dsn, "SELECT count(*) FROM job_effects") == [(0,)]
+
+
+def test_an_effect_is_recorded_once_per_occurrence_across_attempts(store: Store) -> None:
+    lease = _claimed(store)
+    assert store.effect("a", lease, "mail:1") is True
+    assert store.effect("a", lease, "mail:1") is False
+    _expire(store)
+    store.housekeeping("b", ["job"], PRESENCE)
+    (taken,) = store.reclaim("b", ["job"], 4)
+    assert store.effect("b", taken, "mail:1") is False
+    assert store.effect("b", taken, "mail:2") is True
+
+
+def test_an_effect_joins_the_callers_transaction(store: Store) -> None:
+    lease = _claimed(store)
+    with psycopg.connect(store.dsn) as conn:
+        conn.execute("CREATE TABLE public.sent (id text)")
+        conn.commit()
+        conn.execute("INSERT INTO public.sent VALUES ('x')")
+        assert store.effect("a", lease, "sent:x", conn=conn) is True
+        conn.rollback()
+        assert conn.execute("SHOW search_path").fetchone() == ('"$user", public',)
+    assert sql(store.dsn, "SELECT count(*) FROM job_effects") == [(0,)]
+    with psycopg.connect(store.dsn) as conn:
+        conn.execute("INSERT INTO public.sent VALUES ('x')")
+        assert store.effect("a", lease, "sent:x", conn=conn) is True
+    assert sql(store.dsn, "SELECT count(*) FROM job_effects") == [(1,)]
+    assert sql(store.dsn, "SELECT count(*) FROM public.sent") == [(1,)]
+
+
+def test_once_commits_the_receipt_only_when_the_block_succeeds(store: Store) -> None:
+    lease = _claimed(store)
+    with pytest.raises(RuntimeError), store.once("a", lease, "k") as first:
+        assert first
+        raise RuntimeError("the side effect failed")
+    with store.once("a", lease, "k") as first:
+        assert first
+    with store.once("a", lease, "k") as first:
+        assert not first
+
+
+def test_orphans_out_of_attempts_fail_for_good(store: Store) -> None:
+    _claimed(store, max_attempts=1)
+    _expire(store)
+    found = store.housekeeping("b", ["job"], PRESENCE)
+    assert (found.orphaned, found.exhausted, found.claimable) == (0, 1, False)
+    (row,) = runs(store.dsn)
+    assert row["status"] == "failed" and "attempts exhausted" in row["error"]
+    assert store.reclaim("b", ["job"], 4) == []
+
+
+def test_a_failure_is_retried_after_backoff_while_attempts_remain(store: Store) -> None:
+    lease = _claimed(store, retry_on_failure=True, max_attempts=2)
+    recorded = store.complete("a", [Completion(lease, "failed", "boom", backoff_seconds=0)])
+    assert recorded[lease.id] is not None
+    (retry,) = store.reclaim("b", ["job"], 4)
+    assert retry.attempt == 2
+    assert store.complete("b", [Completion(retry, "failed", "boom again", 0)]) == {retry.id: None}
+    assert store.reclaim("b", ["job"], 4) == []
+    assert runs(store.dsn)[0]["status"] == "failed"
+
+
+def test_a_run_past_max_runtime_is_failed_and_fenced_out(store: Store) -> None:
+    lease = _claimed(store, max_runtime_seconds=1)
+    sql(store.dsn, "UPDATE job_runs SET started_at = now() - interval '5 seconds'")
+    found = store.housekeeping("b", ["job"], PRESENCE)
+    assert found.overdue == 1
+    assert "max_runtime" in runs(store.dsn)[0]["error"]
+    assert store.heartbeat("a", [lease]) == set()
+
+
+def test_released_runs_are_orphaned_at_once_for_another_replica(store: Store) -> None:
+    lease = _claimed(store)
+    assert store.release("a", [lease.id]) == 1
+    assert store.housekeeping("a", ["job"], PRESENCE).orphaned == 1
+    (taken,) = store.reclaim("b", ["job"], 4)
+    assert taken.attempt == 2
+
+
+def test_trigger_and_backfill_requests_run_once(store: Store) -> None:
+    store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s"))
+    times = [past(30), past(20)]
+    assert store.request_runs("job", times, "backfill") == times
+    assert store.request_runs("job", times, "backfill") == []
+    taken = store.reclaim("a", ["job"], 10)
+    assert sorted(t.fire_time for t in taken) == times
+    assert all(t.attempt == 1 and t.kind == "backfill" for t in taken)
+    assert store.reclaim("b", ["job"], 10) == []
