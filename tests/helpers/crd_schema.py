@@ -265,7 +265,8 @@ def _walk_rules(node: Json, value: Any, old: Any, path: str, *, quiet: bool
             if node.get("x-kubernetes-list-type") == "map" and isinstance(item, dict):
                 key = _key(item, keys)
                 if key in seen:
-                    yield f"{path}[{index}]", f"Duplicate value: {dict(zip(keys, key, strict=True))}"
+                    duplicate = dict(zip(keys, key, strict=True))
+                    yield f"{path}[{index}]", f"Duplicate value: {duplicate}"
                 seen.add(key)
                 yield from _walk_rules(node["items"], item, olds.get(key), f"{path}[{index}]",
                                        quiet=quiet)

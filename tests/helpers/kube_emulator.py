@@ -472,7 +472,7 @@ def serve_emulator(directory: Path) -> Iterator[Served]:
                            loop=asyncio.get_running_loop())
                 started.set()
                 await stop.wait()
-        except BaseException as e:  # noqa: BLE001 - handed over to the caller's thread
+        except BaseException as e:  # handed over to the caller's thread
             box["error"] = e
         finally:
             started.set()

@@ -1,4 +1,4 @@
-"""The ClaimSchedule CRD: valid for Kubernetes, structural, and it accepts/refuses the right specs."""
+"""The ClaimSchedule CRD is valid and structural, and accepts and refuses the right specs."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: tests.helpers
+from tests.helpers.crd_schema import Crd, CrdValidationError, load_crd
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # the repo root: tests.helpers
-from tests.helpers.crd_schema import Crd, CrdValidationError, load_crd  # noqa: E402
 
 CRD_PATH = ROOT / "crds" / "claimschedule.yaml"
 EXAMPLES = sorted((ROOT / "examples" / "claimschedules").glob("*.yaml"))

@@ -7,8 +7,8 @@ import os
 import socket
 import subprocess
 import sys
-import textwrap
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +19,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: tests.helpers
-from tests.helpers.kube_emulator import Served, serve_emulator  # noqa: E402
+from tests.helpers.kube_emulator import Exchange, Served, serve_emulator
 
 T = TypeVar("T")
 GROUP, VERSION, PLURAL, NS = "claimsched.io", "v1alpha1", "claimschedules", "default"
@@ -155,8 +155,11 @@ def test_real_kopf_handles_create_and_delete_through_the_emulator(
     assert obj["status"]["conditions"][0]["message"] == "nightly runs @every 10s in Europe/Berlin"
     assert obj["metadata"]["finalizers"], "kopf adds its finalizer for the on.delete handler"
 
-    events = wait_for(lambda: [x for x in served.emulator.sent("POST", f"/api/v1/namespaces/{NS}/events")
-                               if x.body.get("reason") == "Synced" and x.status], "the Synced event", kopf_run)
+    def synced_events() -> list[Exchange]:
+        posted = served.emulator.sent("POST", f"/api/v1/namespaces/{NS}/events")
+        return [x for x in posted if x.body.get("reason") == "Synced" and x.status]
+
+    events = wait_for(synced_events, "the Synced event", kopf_run)
     assert events[0].status == 201  # validated against the Event schema and stored
     assert events[0].body["involvedObject"]["name"] == "nightly"
 
@@ -214,3 +217,51 @@ def test_json_patch_test_failure_answers_422(
         GROUP, VERSION, NS, PLURAL, "j", ops, _content_type="application/json-patch+json"))
     assert code == 422
     assert "finalizers" not in (fetch(api, "j") or {})["metadata"]
+
+
+def get_json(served: Served, path: str) -> tuple[dict[str, Any], str]:
+    with urllib.request.urlopen(served.url + path, timeout=10) as response:
+        return json.loads(response.read()), response.headers["Content-Type"]
+
+
+def test_discovery_lists_events_and_watches_look_like_a_cluster(
+        served: Served, api: kubernetes.client.CustomObjectsApi) -> None:
+    core, _ = get_json(served, "/api/v1")
+    assert core["groupVersion"] == "v1"
+    ours, _ = get_json(served, f"/apis/{GROUP}/{VERSION}")
+    resources = {r["name"]: r for r in ours["resources"]}
+    assert set(resources) == {"claimschedules", "claimschedules/status"}
+    assert resources["claimschedules"]["shortNames"] == ["csched"]
+    assert resources["claimschedules"]["categories"] == ["claimsched"]
+    peering, _ = get_json(served, "/apis/kopf.dev/v1")
+    assert {r["name"] for r in peering["resources"]} == {"kopfpeerings", "clusterkopfpeerings"}
+    namespaces, _ = get_json(served, "/api/v1/namespaces")
+    assert [n["metadata"]["name"] for n in namespaces["items"]] == ["default"]
+
+    for name, team in [("a", "x"), ("b", "y")]:
+        api.create_namespaced_custom_object(
+            GROUP, VERSION, NS, PLURAL, {**schedule(name), "metadata": {
+                "name": name, "labels": {"team": team}}})
+    listed, _ = get_json(served, f"{CR_PATH}?labelSelector=team%20in%20(y,z)")
+    assert listed["kind"] == "ClaimScheduleList" and listed["apiVersion"] == f"{GROUP}/{VERSION}"
+    assert [o["metadata"]["name"] for o in listed["items"]] == ["b"]
+    streamed = urllib.request.urlopen(
+        f"{served.url}{CR_PATH}?watch=true&labelSelector=team%3Dx&timeoutSeconds=1", timeout=10)
+    with streamed:
+        assert streamed.headers["Content-Type"].startswith("application/json")
+        lines = [json.loads(line) for line in streamed.read().splitlines() if line.strip()]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines] == [("ADDED", "a")]
+
+    events = kubernetes.client.CoreV1Api(api.api_client)
+    event = {"metadata": {"generateName": "a-"}, "reason": "Synced", "type": "Normal",
+             "involvedObject": {"kind": "ClaimSchedule", "name": "a", "namespace": NS}}
+    names = {events.create_namespaced_event(NS, event).metadata.name for _ in range(2)}
+    assert len(names) == 2 and all(name.startswith("a-") for name in names)
+    request = urllib.request.Request(  # raw HTTP: the client itself refuses unknown fields
+        f"{served.url}/api/v1/namespaces/{NS}/events", method="POST",
+        data=json.dumps({**event, "why": "?"}).encode(),
+        headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    with refused.value as answer:
+        assert answer.code == 422 and "'why' was unexpected" in json.loads(answer.read())["message"]
