@@ -449,6 +449,8 @@ def _now() -> str:
 
 @dataclass
 class Served:
+    """A running emulator: its object, base URL and a kubeconfig file pointing at it."""
+
     emulator: KubeEmulator
     url: str
     kubeconfig: Path

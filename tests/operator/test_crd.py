@@ -205,3 +205,30 @@ def test_other_spec_changes_keep_the_job_name(crd: Crd) -> None:
     new = copy.deepcopy(old)
     new["spec"].update(schedule="@hourly", suspend=True)
     assert crd.validate(new, old=old)["spec"]["jobName"] == "a"
+
+
+def test_validator_handles_the_other_structural_extensions() -> None:
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "port": {"x-kubernetes-int-or-string": True},
+        "note": {"type": "string", "nullable": True},
+        "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        "limits": {"type": "object", "default": {}, "properties": {
+            "cpu": {"type": "integer", "default": 1}}},
+    }}}}
+    doc = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "things.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"kind": "Thing", "plural": "things"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": schema}}]}}
+    thing = Crd(doc)
+    assert thing.structural_errors() == []
+    obj = {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t"}}
+    ok = thing.validate({**obj, "spec": {"port": "http", "note": None, "tags": ["a"],
+                                         "labels": {"a": "b"}, "free": {"any": [1]}}})
+    assert ok["spec"]["limits"] == {"cpu": 1}  # a defaulted parent gets its children's defaults
+    with pytest.raises(CrdValidationError) as info:
+        thing.validate({**obj, "spec": {"port": 1.5, "tags": ["a", "a"], "labels": {"a": 1}}})
+    assert {path for path, _ in info.value.errors} == {"spec.port", "spec.tags", "spec.labels.a"}
