@@ -45,22 +45,15 @@ _LAST_ORDINAL = date.max.toordinal() - 1
 _FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
 _BOUNDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))  # day-of-week: 0 and 7 are Sunday
 _OPEN_HIGH = (59, 23, 31, 12, 6)  # where '*' and 'a/n' end
-_MONTHS = {name: number for number, name in enumerate(
-    ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"), 1)}
-_WEEKDAYS = {name: number for number, name in enumerate(
-    ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"))}
+_MONTHS = {name: n for n, name in enumerate(
+    ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"], 1)}
+_WEEKDAYS = {name: n for n, name in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
 _NAMES: tuple[dict[str, int], ...] = ({}, {}, {}, _MONTHS, _WEEKDAYS)
 _NAME_HINTS = ("", "", "", " or month name (JAN-DEC)", " or day name (SUN-SAT)")
 _LONGEST_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-_DESCRIPTORS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
+_DESCRIPTORS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+                "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
+                "@hourly": "0 * * * *"}
 _ITEM = re.compile(r"(?P<start>\*|[0-9A-Za-z]+)(?:-(?P<end>[0-9A-Za-z]+))?(?:/(?P<step>[0-9]+))?")
 _DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
 _DURATION_UNITS = (_DAY, 3600, 60, 1)
@@ -187,47 +180,42 @@ class Schedule:
         # Fires of one local day can reach into the next (a gap across midnight, a repeated hour
         # across midnight): start a day early and look one day past the first hit.
         best: int | None = None
-        start = max(self._local_ordinal(at) - 1, _FIRST_ORDINAL)
-        stop = min(start + _HORIZON_DAYS, _LAST_ORDINAL)
-        for ordinal in range(start, stop + 1):
-            if ordinal > stop:
-                break
+        ordinal = max(self._local_ordinal(at) - 1, _FIRST_ORDINAL)
+        stop = min(ordinal + _HORIZON_DAYS, _LAST_ORDINAL)
+        while ordinal <= stop:
             fires = self._fires(ordinal)
             index = bisect_right(fires, at)
-            if index < len(fires) and (best is None or fires[index] < best):
-                if best is None:
-                    stop = min(ordinal + 1, stop)
-                best = fires[index]
+            if index < len(fires):
+                best = fires[index] if best is None else min(best, fires[index])
+                stop = min(stop, ordinal + 1)
+            ordinal += 1
         return best
 
     def _latest(self, at: int) -> int | None:
         if isinstance(self._rule, _Every):
             return at // self._rule.seconds * self._rule.seconds
         best: int | None = None
-        start = min(self._local_ordinal(at) + 1, _LAST_ORDINAL)
-        stop = max(start - _HORIZON_DAYS, _FIRST_ORDINAL)
-        for ordinal in range(start, stop - 1, -1):
-            if ordinal < stop:
-                break
+        ordinal = min(self._local_ordinal(at) + 1, _LAST_ORDINAL)
+        stop = max(ordinal - _HORIZON_DAYS, _FIRST_ORDINAL)
+        while ordinal >= stop:
             fires = self._fires(ordinal)
             index = bisect_right(fires, at)
-            if index and (best is None or fires[index - 1] > best):
-                if best is None:
-                    stop = max(ordinal - 1, stop)
-                best = fires[index - 1]
+            if index:
+                best = fires[index - 1] if best is None else max(best, fires[index - 1])
+                stop = max(stop, ordinal - 1)
+            ordinal -= 1
         return best
 
     def _cron_between(self, low: int, high: int, limit: int | None) -> list[int]:
         found: set[int] = set()
-        first = max(self._local_ordinal(low) - 1, _FIRST_ORDINAL)
-        stop: int | None = None
-        for ordinal in range(min(self._local_ordinal(high) + 1, _LAST_ORDINAL), first - 1, -1):
-            if stop is not None and ordinal < stop:
-                break
+        ordinal = min(self._local_ordinal(high) + 1, _LAST_ORDINAL)
+        stop = max(self._local_ordinal(low) - 1, _FIRST_ORDINAL)
+        while ordinal >= stop:
             fires = self._fires(ordinal)
             found.update(fires[bisect_right(fires, low):bisect_right(fires, high)])
-            if limit is not None and stop is None and len(found) >= limit:
-                stop = ordinal - 1  # one more day: the fires of adjacent days may interleave
+            if limit is not None and len(found) >= limit:
+                stop = max(stop, ordinal - 1)  # one more day: adjacent days may interleave
+            ordinal -= 1
         ordered = sorted(found)
         return ordered if limit is None else ordered[-limit:]
 
@@ -247,6 +235,7 @@ class Schedule:
 
 @lru_cache(maxsize=256)
 def _day_fires(cron: _Cron, zone: ZoneInfo, ordinal: int) -> tuple[int, ...]:
+    """The sorted, distinct UTC fire instants (epoch seconds) of one local calendar day."""
     day = date.fromordinal(ordinal)
     midnight = (ordinal - _EPOCH_ORDINAL) * _DAY
     first, last = cron.minutes[0], cron.minutes[-1]

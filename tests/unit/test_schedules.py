@@ -12,8 +12,8 @@ from claimsched.errors import InvalidSchedule, UnknownTimeZone
 from claimsched.schedules import Schedule, parse_duration, parse_schedule, validate_time_zone
 
 
-def utc(*fields: int) -> datetime:
-    return datetime(*fields, tzinfo=UTC)  # type: ignore[misc]
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, sec: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, sec, tzinfo=UTC)
 
 
 def minutes_of(expression: str, count: int, start: datetime | None = None) -> list[str]:
@@ -117,7 +117,8 @@ def test_every_is_anchored_at_the_unix_epoch() -> None:
 
 
 def test_every_does_not_depend_on_time_zone_or_on_when_anyone_looks() -> None:
-    here, there = parse_schedule("@every 1h30m", "UTC"), parse_schedule("@every 1h30m", "Asia/Kolkata")
+    here = parse_schedule("@every 1h30m", "UTC")
+    there = parse_schedule("@every 1h30m", "Asia/Kolkata")
     later = here.upcoming(utc(2024, 6, 1, 0, 0, 1), 4)
     assert later == there.upcoming(utc(2024, 6, 1, 0, 44, 59), 4)
     assert later[0] == utc(2024, 6, 1, 1, 30)  # 2024-06-01 is 19875 days, a multiple of 90 min
@@ -148,7 +149,8 @@ def test_bad_durations_are_rejected_naming_every(text: str) -> None:
 def test_error_message_is_one_line_naming_the_expression_the_field_and_the_value() -> None:
     with pytest.raises(InvalidSchedule) as caught:
         parse_schedule("61 * * * *")
-    assert str(caught.value) == "invalid schedule '61 * * * *': minute field '61' is out of range 0-59"
+    assert str(caught.value) == (
+        "invalid schedule '61 * * * *': minute field '61' is out of range 0-59")
     assert caught.value.field == "minute"
 
 
@@ -169,7 +171,8 @@ def test_error_message_is_one_line_naming_the_expression_the_field_and_the_value
         ("*-5 * * * *", "minute", "'*' cannot start a range"),
         ("a * * * *", "minute", "'a'"),
         ("* * * * *", None, None),
-        ("* * * *", "expression", "expected 5 fields (minute hour day-of-month month day-of-week), got 4"),
+        ("* * * *", "expression",
+         "expected 5 fields (minute hour day-of-month month day-of-week), got 4"),
         ("* * * * * *", "expression", "got 6"),
         ("", "expression", "empty"),
         ("@reboot", "descriptor", "unknown descriptor '@reboot'"),

@@ -17,8 +17,8 @@ import pytest
 from claimsched.schedules import parse_schedule
 
 
-def utc(*fields: int) -> datetime:
-    return datetime(*fields, tzinfo=UTC)  # type: ignore[misc]
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, sec: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, sec, tzinfo=UTC)
 
 
 def fires_on(expression: str, zone: str, day: date) -> list[datetime]:
@@ -84,7 +84,8 @@ def test_fixed_time_in_spring_gap_runs_at_first_valid_instant(
     ("zone", "day", "expression", "expected"),
     [
         (BERLIN, date(2024, 3, 31), "0,15,30,45 2 * * *", [utc(2024, 3, 31, 1, 0)]),
-        (BERLIN, date(2024, 3, 31), "30 2,3 * * *", [utc(2024, 3, 31, 1, 0), utc(2024, 3, 31, 1, 30)]),
+        (BERLIN, date(2024, 3, 31), "30 2,3 * * *",
+         [utc(2024, 3, 31, 1, 0), utc(2024, 3, 31, 1, 30)]),
         (NEW_YORK, date(2024, 3, 10), "0 2,3 * * *", [utc(2024, 3, 10, 7, 0)]),
         (LORD_HOWE, date(2024, 10, 6), "0,15 2 * * *", [utc(2024, 10, 5, 15, 30)]),
         (LORD_HOWE, date(2024, 10, 6), "*/15 2 * * *",
@@ -103,7 +104,8 @@ def test_fixed_times_inside_one_gap_collapse_into_one_fire(
     ("zone", "day", "expression", "expected"),
     [
         (BERLIN, date(2024, 10, 27), "30 2 * * *", [utc(2024, 10, 27, 0, 30)]),
-        (BERLIN, date(2024, 10, 27), "0,30 2 * * *", [utc(2024, 10, 27, 0, 0), utc(2024, 10, 27, 0, 30)]),
+        (BERLIN, date(2024, 10, 27), "0,30 2 * * *",
+         [utc(2024, 10, 27, 0, 0), utc(2024, 10, 27, 0, 30)]),
         (NEW_YORK, date(2024, 11, 3), "30 1 * * *", [utc(2024, 11, 3, 5, 30)]),
         (LORD_HOWE, date(2024, 4, 7), "45 1 * * *", [utc(2024, 4, 6, 14, 45)]),
         (SANTIAGO, date(2024, 4, 6), "30 23 * * *", [utc(2024, 4, 7, 2, 30)]),
@@ -248,7 +250,31 @@ def test_fire_key_of_the_gap_day_is_the_transition_instant() -> None:
     assert schedule.latest_at_or_before(utc(2024, 3, 31, 23)) == utc(2024, 3, 31, 1, 0)
 
 
+def test_repeated_hour_across_midnight_keeps_the_fires_of_both_local_days_in_order() -> None:
+    # St. John's turned its clocks back at 00:01 until 2011: on 2010-11-07 the wall clock went
+    # from 00:01 NDT back to 23:01 NST on the 6th, so 23:30 (6th) and 00:00 (7th) happened twice.
+    schedule = parse_schedule("*/30 * * * *", "America/St_Johns")
+    assert schedule.between(utc(2010, 11, 7, 1, 45), utc(2010, 11, 7, 3, 45)) == [
+        utc(2010, 11, 7, 2, 0), utc(2010, 11, 7, 2, 30), utc(2010, 11, 7, 3, 0),
+        utc(2010, 11, 7, 3, 30)]
+    assert schedule.next_after(utc(2010, 11, 7, 2, 15)) == utc(2010, 11, 7, 2, 30)
+    assert schedule.latest_at_or_before(utc(2010, 11, 7, 2, 45)) == utc(2010, 11, 7, 2, 30)
+    every_minute = parse_schedule("* * * * *", "America/St_Johns").upcoming(utc(2010, 11, 6), 3000)
+    assert all(later - earlier == timedelta(minutes=1) for earlier, later in pairwise(every_minute))
+
+
+def test_skipped_whole_day_runs_a_fixed_time_job_once_when_the_clock_resumes() -> None:
+    # Samoa skipped 2011-12-30: 23:59:59 on the 29th (-10) was followed by 00:00 on the 31st (+14).
+    noon = parse_schedule("0 12 * * *", "Pacific/Apia")
+    assert noon.upcoming(utc(2011, 12, 28, 12), 4) == [
+        utc(2011, 12, 28, 22), utc(2011, 12, 29, 22), utc(2011, 12, 30, 10), utc(2011, 12, 30, 22)]
+    midnight = parse_schedule("@daily", "Pacific/Apia")  # the 30th and the 31st share one instant
+    assert midnight.between(utc(2011, 12, 28, 12), utc(2012, 1, 1)) == [
+        utc(2011, 12, 29, 10), utc(2011, 12, 30, 10), utc(2011, 12, 31, 10)]
+
+
 def test_every_ignores_daylight_saving_time() -> None:
-    fires = parse_schedule("@every 1h", BERLIN).between(utc(2024, 10, 26, 22), utc(2024, 10, 27, 22))
+    hourly = parse_schedule("@every 1h", BERLIN)
+    fires = hourly.between(utc(2024, 10, 26, 22), utc(2024, 10, 27, 22))
     assert len(fires) == 24
     assert fires[0] == utc(2024, 10, 26, 23)
