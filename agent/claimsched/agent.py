@@ -337,7 +337,9 @@ class Agent:
         }
 
     def _housekeeping_once(self) -> None:
+        sent = time.time()
         found = self.store.housekeeping(self.agent_id, self.handlers, self._presence())
+        self.clock.observe(found.db_now, sent, time.time())
         if found.orphaned or found.exhausted or found.overdue:
             metrics.ORPHANS_REAPED.inc(found.orphaned)
             self.log.info(

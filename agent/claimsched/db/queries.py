@@ -11,20 +11,27 @@ def _sql_text(name: str) -> str:
     return (resources.files("claimsched") / "sql" / name).read_text(encoding="utf-8")
 
 
+QUERY_FILES = ("queries.sql", "operator.sql")
+
+
 @cache
 def queries() -> dict[str, LiteralString]:
+    """Every named query of sql/queries.sql (agent, CLI) and sql/operator.sql (operator)."""
     found: dict[str, LiteralString] = {}
-    name: str | None = None
-    body: list[str] = []
-    for line in _sql_text("queries.sql").splitlines():
-        if line.startswith("-- name:"):
-            if name:
-                found[name] = cast(LiteralString, "\n".join(body).strip())
-            name, body = line.removeprefix("-- name:").strip(), []
-        elif name and not line.startswith("--"):
-            body.append(line)
-    if name:
-        found[name] = cast(LiteralString, "\n".join(body).strip())
+    for file_name in QUERY_FILES:
+        if not (resources.files("claimsched") / "sql" / file_name).is_file():
+            continue
+        name: str | None = None
+        body: list[str] = []
+        for line in [*_sql_text(file_name).splitlines(), "-- name: <end>"]:
+            if line.startswith("-- name:"):
+                if name:
+                    if name in found:
+                        raise RuntimeError(f"query {name!r} is defined twice")
+                    found[name] = cast(LiteralString, "\n".join(body).strip())
+                name, body = line.removeprefix("-- name:").strip(), []
+            elif name and not line.startswith("--"):
+                body.append(line)
     return found
 
 

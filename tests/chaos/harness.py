@@ -1,0 +1,136 @@
+"""Real agent processes for fault tests: start, signal, and read what they did."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from claimsched.db import Store
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def faketime_library() -> str:
+    """libfaketime's preload library, as shipped by the `libfaketime` wheel (a dev dependency)."""
+    import libfaketime
+
+    found = sorted(Path(libfaketime.__file__).parent.glob("vendor/libfaketime/src/libfaketime.so.1"))
+    if not found:
+        raise RuntimeError("the libfaketime wheel has no libfaketime.so.1: reinstall .[dev]")
+    return str(found[0])
+
+
+@dataclass
+class Replica:
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+@dataclass
+class Replicas:
+    """Agent processes running tests/chaos/app.py against one database."""
+
+    dsn: str
+    folder: Path
+    jobs: list[dict[str, Any]]
+    settings: dict[str, str] = field(default_factory=dict)
+    running: dict[str, Replica] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            from tests.chaos import app_sql
+
+            conn.execute(app_sql.LEDGER)
+
+    def start(self, name: str, *, skew: str | None = None, **settings: str) -> Replica:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMSCHED_")}
+        env.update({
+            "CLAIMSCHED_DSN": self.dsn,
+            "CLAIMSCHED_AGENT_ID": name,
+            "CLAIMSCHED_HOUSEKEEPING_SECONDS": "0.5",
+            "CLAIMSCHED_SHUTDOWN_GRACE_SECONDS": "5",
+            "CLAIMSCHED_LOG_LEVEL": "DEBUG",
+            "APP_JOBS": json.dumps(self.jobs),
+            "PYTHONPATH": str(REPO),
+            **self.settings,
+            **settings,
+        })
+        if skew:
+            env.update({
+                "LD_PRELOAD": faketime_library(),
+                "FAKETIME": skew,
+                "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            })
+        log = self.folder / f"{name}.log"
+        with open(log, "wb") as sink:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "claimsched.cli", "agent", "tests.chaos.app:agent"],
+                env=env, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT,
+            )
+        replica = Replica(name, process, log)
+        self.running[name] = replica
+        return replica
+
+    def stop_all(self) -> None:
+        for replica in self.running.values():
+            if replica.alive:
+                replica.signal(signal.SIGCONT)
+                replica.signal(signal.SIGKILL)
+            replica.process.wait(10)
+
+    def owner_of_running(self, job: str) -> str | None:
+        rows = self.query(
+            "SELECT claimed_by FROM claimsched.job_runs WHERE job_name = %s AND status = 'running'",
+            [job],
+        )
+        return rows[0][0] if rows else None
+
+    def query(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            cur = conn.execute(statement, params)
+            return cur.fetchall() if cur.description else []
+
+    def dump(self) -> str:
+        return "\n".join(
+            f"--- {name} (exit {r.process.poll()}) ---\n{r.output()[-3000:]}"
+            for name, r in self.running.items()
+        )
+
+
+@contextmanager
+def replicas(dsn: str, folder: Path, jobs: list[dict[str, Any]], **settings: str) -> Iterator[Replicas]:
+    group = Replicas(dsn, folder, jobs, settings)
+    try:
+        yield group
+    except BaseException:
+        print(group.dump())
+        raise
+    finally:
+        group.stop_all()
+
+
+def store(dsn: str) -> Store:
+    s = Store(dsn)
+    s.open()
+    return s
