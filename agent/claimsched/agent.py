@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -63,8 +64,11 @@ class Agent:
         )
         dsn_text = self.settings.dsn.get_secret_value() if self.settings.dsn else None
         self.store = Store(
-            dsn_text, schema=self.settings.schema_name, pool=pool,
-            max_size=self.settings.max_concurrency * 2 + 4, name=f"claimsched-{self.agent_id}",
+            dsn_text,
+            schema=self.settings.schema_name,
+            pool=pool,
+            max_size=self.settings.max_concurrency * 2 + 4,
+            name=f"claimsched-{self.agent_id}",
         )
         self.log = AgentLog(logging.getLogger("claimsched.agent"), {"agent": self.agent_id})
         self.clock = DbClock()
@@ -84,7 +88,11 @@ class Agent:
         self.supervisor = Supervisor(self.log, self._die)
         self.health = DatabaseHealth(self.log, self._recovered)
         self.workers = Workers(
-            self, self.settings.max_concurrency, self.log, self.health, self._wake.set,
+            self,
+            self.settings.max_concurrency,
+            self.log,
+            self.health,
+            self._wake.set,
             self.settings.retry_backoff_seconds,
         )
         self.heartbeat = Heartbeat(self, self.workers, self.log, self.health)
@@ -126,7 +134,7 @@ class Agent:
             raise ConfigurationError("the agent has no jobs: register handlers with @agent.job")
         self.store.open(timeout=10.0)
         try:
-            if self.settings.migrate and self.store.schema_version() is None or (
+            if (self.settings.migrate and self.store.schema_version() is None) or (
                 self.settings.migrate and self._schema_behind()
             ):
                 self.store.migrate()
@@ -144,10 +152,14 @@ class Agent:
         self.supervisor.spawn("claimsched-heartbeat", lambda: self.heartbeat.loop(self._stopping))
         self.supervisor.spawn("claimsched-housekeeping", self._housekeeping_loop)
         self.supervisor.spawn("claimsched-listener", self._listen_loop)
-        self.supervisor.spawn("claimsched-completer", lambda: self.workers.completer(self._stopping))
+        self.supervisor.spawn(
+            "claimsched-completer", lambda: self.workers.completer(self._stopping)
+        )
         self.log.info(
-            "agent started with %d job handler(s): %s", len(self._handlers),
-            ", ".join(self.handlers), extra={"action": "start"},
+            "agent started with %d job handler(s): %s",
+            len(self._handlers),
+            ", ".join(self.handlers),
+            extra={"action": "start"},
         )
 
     def _schema_behind(self) -> bool:
@@ -157,7 +169,7 @@ class Agent:
         return found is not None and found < SCHEMA_VERSION
 
     def stop(self, grace: float | None = None) -> None:
-        """Stop claiming, let running handlers finish within the grace period, hand back the rest."""
+        """Stop claiming; let running handlers finish within the grace; hand back the rest."""
         if not self._started:
             return
         self._started = False
@@ -173,10 +185,8 @@ class Agent:
             self._hand_back([slot.run.lease.id for slot in unfinished])
         self.workers.close()
         self.supervisor.join()
-        try:
+        with contextlib.suppress(ClaimschedError):
             self.store.agent_stopped(self.agent_id)
-        except ClaimschedError:
-            pass
         self.store.close()
         self.log.info("agent stopped", extra={"action": "stop"})
 
@@ -187,7 +197,8 @@ class Agent:
             released = self.store.release(self.agent_id, ids)
             self._housekeeping_once()
             self.log.warning(
-                "handed %d unfinished run(s) back for another replica", released,
+                "handed %d unfinished run(s) back for another replica",
+                released,
                 extra={"action": "hand_off"},
             )
         except ClaimschedError as exc:
@@ -256,7 +267,10 @@ class Agent:
 
     def _claim_pass(self) -> float:
         """One wake-up: re-read schedules if needed, reclaim, claim. Returns seconds to sleep."""
-        if self._dirty or time.monotonic() - self._refreshed_at > self.settings.schedule_refresh_seconds:
+        if (
+            self._dirty
+            or time.monotonic() - self._refreshed_at > self.settings.schedule_refresh_seconds
+        ):
             self._refresh_schedules()
         if self._next_retry is not None and time.monotonic() >= self._next_retry:
             self._next_retry, self._reclaim = None, True
@@ -288,7 +302,10 @@ class Agent:
         delay = self.settings.schedule_refresh_seconds
         nxt = self.planner.next_due(self._schedules, self.clock.now())
         if nxt is not None:
-            delay = min(delay, self.clock.seconds_until(nxt) + random.uniform(0, self.settings.jitter_seconds))
+            delay = min(
+                delay,
+                self.clock.seconds_until(nxt) + random.uniform(0, self.settings.jitter_seconds),
+            )
         if self._next_retry is not None:
             delay = min(delay, self._next_retry - time.monotonic())
         return max(0.0, delay)
@@ -298,9 +315,15 @@ class Agent:
         if how == "claimed" and late > 2 * max(self.settings.jitter_seconds, 1.0):
             metrics.CATCH_UP.labels(lease.job_name).inc()
         self.log.debug(
-            "%s %s", how, lease.job_name,
-            extra={"job": lease.job_name, "fire_time": lease.fire_time.isoformat(),
-                   "attempt": lease.attempt, "action": how},
+            "%s %s",
+            how,
+            lease.job_name,
+            extra={
+                "job": lease.job_name,
+                "fire_time": lease.fire_time.isoformat(),
+                "attempt": lease.attempt,
+                "action": how,
+            },
         )
         self.workers.start(lease, self._handlers[lease.job_name])
 
@@ -316,7 +339,8 @@ class Agent:
                     self._warned.add(name)
                     self.log.warning(
                         "job %s has a handler but no schedule yet; it will run once one exists",
-                        name, extra={"job": name, "action": "no_schedule"},
+                        name,
+                        extra={"job": name, "action": "no_schedule"},
                     )
                 continue
             try:
@@ -344,7 +368,10 @@ class Agent:
             metrics.ORPHANS_REAPED.inc(found.orphaned)
             self.log.info(
                 "reaper: %d orphaned, %d out of attempts, %d past max_runtime",
-                found.orphaned, found.exhausted, found.overdue, extra={"action": "reap"},
+                found.orphaned,
+                found.exhausted,
+                found.overdue,
+                extra={"action": "reap"},
             )
             self.heartbeat.kick()
         if found.claimable:

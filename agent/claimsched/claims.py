@@ -52,7 +52,9 @@ class Planner:
             planned.extend(self._plan_job(record, schedule, now))
         return planned
 
-    def _plan_job(self, record: ScheduleRecord, schedule: Schedule, now: datetime) -> list[Candidate]:
+    def _plan_job(
+        self, record: ScheduleRecord, schedule: Schedule, now: datetime
+    ) -> list[Candidate]:
         key = (record.schedule, record.time_zone, record.active_since)
         if self._keys.get(record.job_name) != key:
             self._keys[record.job_name] = key

@@ -49,7 +49,9 @@ def _iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat() if value else None
 
 
-def _emit(args: argparse.Namespace, rows: list[dict[str, Any]], columns: Sequence[str], title: str) -> None:
+def _emit(
+    args: argparse.Namespace, rows: list[dict[str, Any]], columns: Sequence[str], title: str
+) -> None:
     if args.json:
         print(json.dumps(rows, default=str, indent=2))
         return
@@ -116,7 +118,9 @@ def load_specs(path: Path) -> list[JobSpec]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise InvalidSpec(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        raise InvalidSpec(
+            f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}"
+        ) from None
     if not docs:
         raise InvalidSpec(f"{path}: no ClaimSchedule documents")
     specs = []
@@ -155,16 +159,27 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     rows = []
     for record in records:
         upcoming = record.parsed.next_after(now) if record.enabled else None
-        rows.append({
-            "job": record.job_name, "schedule": record.schedule, "time_zone": record.time_zone,
-            "enabled": record.enabled, "source": record.source, "owner": record.owner,
-            "policy": f"{record.concurrency_policy}/{record.catch_up_policy}",
-            "next_utc": _iso(upcoming),
-            "next_local": upcoming.astimezone(ZoneInfo(record.time_zone)).isoformat()
-            if upcoming else None,
-        })
-    _emit(args, rows, ["job", "schedule", "time_zone", "enabled", "source", "policy",
-                       "next_local", "next_utc"], "schedules")
+        rows.append(
+            {
+                "job": record.job_name,
+                "schedule": record.schedule,
+                "time_zone": record.time_zone,
+                "enabled": record.enabled,
+                "source": record.source,
+                "owner": record.owner,
+                "policy": f"{record.concurrency_policy}/{record.catch_up_policy}",
+                "next_utc": _iso(upcoming),
+                "next_local": upcoming.astimezone(ZoneInfo(record.time_zone)).isoformat()
+                if upcoming
+                else None,
+            }
+        )
+    _emit(
+        args,
+        rows,
+        ["job", "schedule", "time_zone", "enabled", "source", "policy", "next_local", "next_utc"],
+        "schedules",
+    )
     return 0
 
 
@@ -174,22 +189,57 @@ def cmd_runs(args: argparse.Namespace) -> int:
         runs = store.list_runs(args.job, args.status, args.limit)
     finally:
         store.close()
-    rows = [{**r, **{k: _iso(r[k]) for k in ("fire_time", "started_at", "finished_at",
-                                             "lease_until", "retry_at")}} for r in runs]
-    _emit(args, rows, ["id", "job_name", "fire_time", "kind", "status", "attempt", "claimed_by",
-                       "started_at", "finished_at", "orphan_count", "error"], "runs")
+    rows = [
+        {
+            **r,
+            **{
+                k: _iso(r[k])
+                for k in ("fire_time", "started_at", "finished_at", "lease_until", "retry_at")
+            },
+        }
+        for r in runs
+    ]
+    _emit(
+        args,
+        rows,
+        [
+            "id",
+            "job_name",
+            "fire_time",
+            "kind",
+            "status",
+            "attempt",
+            "claimed_by",
+            "started_at",
+            "finished_at",
+            "orphan_count",
+            "error",
+        ],
+        "runs",
+    )
     return 0
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
     store = _store(args)
     try:
-        rows = [{**a, "handlers": ",".join(a["handlers"]), "last_seen": _iso(a["last_seen"]),
-                 "started_at": _iso(a["started_at"])} for a in store.list_agents()]
+        rows = [
+            {
+                **a,
+                "handlers": ",".join(a["handlers"]),
+                "last_seen": _iso(a["last_seen"]),
+                "started_at": _iso(a["started_at"]),
+            }
+            for a in store.list_agents()
+        ]
     finally:
         store.close()
-    _emit(args, rows, ["agent_id", "alive", "hostname", "pod", "handlers", "version",
-                       "last_seen"], "agents")
+    _emit(
+        args,
+        rows,
+        ["agent_id", "alive", "hostname", "pod", "handlers", "version", "last_seen"],
+        "agents",
+    )
     return 0
 
 
@@ -202,7 +252,11 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     if not queued:
         raise ClaimschedError(f"a run of {args.job} at this instant already exists")
     result = {"job": args.job, "fire_time": _iso(queued[0]), "status": "pending"}
-    print(json.dumps(result) if args.json else f"triggered {args.job} (fire_time {result['fire_time']})")
+    print(
+        json.dumps(result)
+        if args.json
+        else f"triggered {args.job} (fire_time {result['fire_time']})"
+    )
     return 0
 
 
@@ -210,7 +264,9 @@ def _instant(text: str) -> datetime:
     try:
         value = datetime.fromisoformat(text)
     except ValueError:
-        raise InvalidSpec(f"invalid time {text!r}: use ISO 8601, e.g. 2026-11-30T00:00:00Z") from None
+        raise InvalidSpec(
+            f"invalid time {text!r}: use ISO 8601, e.g. 2026-11-30T00:00:00Z"
+        ) from None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
@@ -229,16 +285,25 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         )
         occurrences = [t for t in occurrences if start <= t <= end]
         if len(occurrences) > MAX_BACKFILL:
-            raise InvalidSpec(f"backfill: more than {MAX_BACKFILL} occurrences; use a shorter range")
+            raise InvalidSpec(
+                f"backfill: more than {MAX_BACKFILL} occurrences; use a shorter range"
+            )
         with _progress(f"queueing {len(occurrences)} occurrences"):
             queued = store.request_runs(args.job, occurrences, "backfill") if occurrences else []
     finally:
         store.close()
-    result = {"job": args.job, "occurrences": len(occurrences), "queued": len(queued),
-              "already_present": len(occurrences) - len(queued)}
-    print(json.dumps(result) if args.json else
-          f"backfill {args.job}: {result['queued']} queued, "
-          f"{result['already_present']} already ran or are queued")
+    result = {
+        "job": args.job,
+        "occurrences": len(occurrences),
+        "queued": len(queued),
+        "already_present": len(occurrences) - len(queued),
+    }
+    print(
+        json.dumps(result)
+        if args.json
+        else f"backfill {args.job}: {result['queued']} queued, "
+        f"{result['already_present']} already ran or are queued"
+    )
     return 0
 
 
@@ -266,30 +331,43 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"claimsched {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--dsn", help="PostgreSQL DSN (default: $CLAIMSCHED_DSN)")
-    common.add_argument("--schema", default=os.environ.get("CLAIMSCHED_SCHEMA", "claimsched"),
-                        help=env["schema_name"].description)
+    common.add_argument(
+        "--schema",
+        default=os.environ.get("CLAIMSCHED_SCHEMA", "claimsched"),
+        help=env["schema_name"].description,
+    )
     common.add_argument("--json", action="store_true", help="machine-readable output")
-    common.add_argument("--connect-timeout", type=float, default=5.0,
-                        help="seconds to wait for the database (default 5)")
+    common.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=5.0,
+        help="seconds to wait for the database (default 5)",
+    )
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, fn: Callable[[argparse.Namespace], int], text: str) -> argparse.ArgumentParser:
+    def add(
+        name: str, fn: Callable[[argparse.Namespace], int], text: str
+    ) -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, parents=[common], help=text, description=text)
         cmd.set_defaults(fn=fn)
         return cmd
 
     add("migrate", cmd_migrate, "create or upgrade claimsched's tables (idempotent)")
-    add("maintain", cmd_maintain, "create partitions ahead, drop history past retention") \
-        .add_argument("--retention-days", type=int, default=90, help="keep this many days (90)")
-    add("agent", cmd_agent, "run the Agent found at MODULE:ATTR until SIGTERM") \
-        .add_argument("target", metavar="MODULE:ATTR")
-    add("apply", cmd_apply, "write the ClaimSchedules of a YAML file to the database") \
-        .add_argument("file", metavar="FILE.yaml")
+    add(
+        "maintain", cmd_maintain, "create partitions ahead, drop history past retention"
+    ).add_argument("--retention-days", type=int, default=90, help="keep this many days (90)")
+    add("agent", cmd_agent, "run the Agent found at MODULE:ATTR until SIGTERM").add_argument(
+        "target", metavar="MODULE:ATTR"
+    )
+    add("apply", cmd_apply, "write the ClaimSchedules of a YAML file to the database").add_argument(
+        "file", metavar="FILE.yaml"
+    )
     add("schedules", cmd_schedules, "list schedules with their next fire times")
     runs = add("runs", cmd_runs, "list recent runs, newest first")
     runs.add_argument("--job")
-    runs.add_argument("--status", choices=["pending", "running", "done", "failed", "orphaned",
-                                           "skipped"])
+    runs.add_argument(
+        "--status", choices=["pending", "running", "done", "failed", "orphaned", "skipped"]
+    )
     runs.add_argument("--limit", type=int, default=50)
     add("agents", cmd_agents, "list agents and whether they are alive")
     add("trigger", cmd_trigger, "queue one manual run of JOB now").add_argument("job")

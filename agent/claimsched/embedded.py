@@ -28,7 +28,7 @@ def find_bindir() -> Path:
         if folder and (Path(folder) / "initdb").exists() and (Path(folder) / "pg_ctl").exists():
             return Path(folder)
     try:
-        from pgserver._commands import POSTGRES_BIN_PATH  # type: ignore[import-not-found]
+        from pgserver._commands import POSTGRES_BIN_PATH
 
         return Path(POSTGRES_BIN_PATH)
     except ImportError:
@@ -77,17 +77,36 @@ class TemporaryPostgres:
         return f"postgresql://{user}@127.0.0.1:{self.port}/{database}"
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "LD_PRELOAD", "FAKETIME"))}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("PG", "LD_PRELOAD", "FAKETIME"))
+        }
         env["LC_ALL"] = "C.UTF-8"
         return subprocess.run(
-            [str(self.bindir / args[0]), *args[1:]], check=check, capture_output=True, text=True,
-            env=env, cwd=self.root, **self._user,
+            [str(self.bindir / args[0]), *args[1:]],
+            check=check,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=self.root,
+            **self._user,
         )
 
     def init(self) -> TemporaryPostgres:
         try:
-            self._run("initdb", "-D", str(self.data), "--auth=trust", "--no-sync", "-E", "UTF8",
-                      "--locale=C.UTF-8", "-U", "postgres")
+            self._run(
+                "initdb",
+                "-D",
+                str(self.data),
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "--locale=C.UTF-8",
+                "-U",
+                "postgres",
+            )
         except subprocess.CalledProcessError as exc:
             raise ConfigurationError(f"initdb failed: {exc.stderr.strip()[-500:]}") from exc
         conf = {
@@ -106,8 +125,20 @@ class TemporaryPostgres:
     def start(self) -> TemporaryPostgres:
         if not self.data.exists():
             self.init()
-        result = self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log),
-                           "-o", f"-p {self.port}", "-w", "-t", "60", "start", check=False)
+        result = self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-o",
+            f"-p {self.port}",
+            "-w",
+            "-t",
+            "60",
+            "start",
+            check=False,
+        )
         if result.returncode != 0:
             raise ConfigurationError(f"postgres did not start: {self.log_tail()}")
         return self

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from . import metrics
 from .errors import DatabaseError
 from .logs import AgentLog
 from .supervision import DatabaseHealth
 from .workers import Workers
+
+if TYPE_CHECKING:
+    from .agent import Agent
 
 IDLE_WAIT = 1.0
 
@@ -18,7 +22,7 @@ class Heartbeat:
     """Renews leases when the first one is due; a run whose row it no longer owns is lost."""
 
     def __init__(
-        self, agent: object, workers: Workers, log: AgentLog, health: DatabaseHealth
+        self, agent: Agent, workers: Workers, log: AgentLog, health: DatabaseHealth
     ) -> None:
         self._agent = agent
         self._workers = workers
@@ -51,8 +55,9 @@ class Heartbeat:
             return
         started = time.monotonic()
         try:
-            owned = self._agent.store.heartbeat(  # type: ignore[attr-defined]
-                self._agent.agent_id, [s.run.lease for s in slots]  # type: ignore[attr-defined]
+            owned = self._agent.store.heartbeat(
+                self._agent.agent_id,
+                [s.run.lease for s in slots],
             )
             self._health.succeeded()
         except DatabaseError as exc:

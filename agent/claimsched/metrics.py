@@ -5,13 +5,16 @@ from __future__ import annotations
 from prometheus_client import Counter, Histogram, start_http_server
 
 CLAIMS = Counter(
-    "claimsched_claims", "Claim outcomes of due occurrences (won, lost, skipped, ...)",
+    "claimsched_claims",
+    "Claim outcomes of due occurrences (won, lost, skipped, ...)",
     ["job", "outcome"],
 )
 RUNS = Counter("claimsched_runs", "Finished runs by status", ["job", "status"])
 FIRE_TO_START = Histogram(
-    "claimsched_fire_to_start_seconds", "Delay from an occurrence's fire time to its start",
-    ["job"], buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+    "claimsched_fire_to_start_seconds",
+    "Delay from an occurrence's fire time to its start",
+    ["job"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 LEASE_RENEWALS = Counter("claimsched_lease_renewals", "Leases renewed by heartbeats")
 LEASES_LOST = Counter("claimsched_leases_lost", "Leases found lost (fenced out)", ["job"])

@@ -7,9 +7,7 @@ from datetime import datetime
 from typing import Literal
 
 Want = Literal["running", "skipped"]
-Outcome = Literal[
-    "claimed", "skipped", "taken", "no_capacity", "deferred", "not_due", "inactive"
-]
+Outcome = Literal["claimed", "skipped", "taken", "no_capacity", "deferred", "not_due", "inactive"]
 
 
 @dataclass(frozen=True)

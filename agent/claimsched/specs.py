@@ -38,7 +38,9 @@ class JobSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     job_name: str = Field(description="The job's key: letters, digits, '_', '.', '-'.")
-    schedule: str = Field(description="5-field cron, a descriptor (@daily...) or @every <duration>.")
+    schedule: str = Field(
+        description="5-field cron, a descriptor (@daily...) or @every <duration>."
+    )
     time_zone: str = Field("UTC", description="IANA time zone the cron fields are read in.")
     enabled: bool = Field(True, description="False suspends the job (no runs, no catch-up).")
     lease_seconds: int = Field(120, ge=1, le=86400, description="Claim validity, seconds.")
@@ -48,7 +50,9 @@ class JobSpec(BaseModel):
     concurrency_policy: ConcurrencyPolicy = Field("Forbid", description="Overlapping occurrences.")
     catch_up_window_seconds: int = Field(3600, ge=0, le=2678400, description="Catch-up horizon, s.")
     catch_up_policy: CatchUpPolicy = Field("Latest", description="Which missed occurrences run.")
-    max_runtime_seconds: int | None = Field(None, ge=1, description="Fail runs longer than this, s.")
+    max_runtime_seconds: int | None = Field(
+        None, ge=1, description="Fail runs longer than this, s."
+    )
     source: Source = Field("code", description="Who declared it.")
     owner: str | None = Field(None, description="namespace/name of the ClaimSchedule, if any.")
 

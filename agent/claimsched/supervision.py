@@ -22,8 +22,11 @@ class Supervisor:
                 target()
             except BaseException as exc:
                 self._log.critical(
-                    "background task %s died: %r; stopping the agent", name, exc,
-                    exc_info=True, extra={"action": "fatal"},
+                    "background task %s died: %r; stopping the agent",
+                    name,
+                    exc,
+                    exc_info=True,
+                    extra={"action": "fatal"},
                 )
                 self._on_fatal(exc)
 

@@ -35,8 +35,13 @@ class Workers:
     """At most `size` runs at once; finished runs are recorded in batches by the completer."""
 
     def __init__(
-        self, agent: Any, size: int, log: AgentLog, health: DatabaseHealth,
-        on_change: Callable[[], None], backoff_base: float,
+        self,
+        agent: Any,
+        size: int,
+        log: AgentLog,
+        health: DatabaseHealth,
+        on_change: Callable[[], None],
+        backoff_base: float,
     ) -> None:
         self._agent = agent
         self.size = size
@@ -65,8 +70,10 @@ class Workers:
         with self._lock:
             self._slots[lease.id] = slot
         thread = threading.Thread(
-            target=self._execute, args=(slot, handler),
-            name=f"claimsched-run-{lease.job_name}", daemon=True,
+            target=self._execute,
+            args=(slot, handler),
+            name=f"claimsched-run-{lease.job_name}",
+            daemon=True,
         )
         slot.thread = thread
         thread.start()
@@ -156,7 +163,8 @@ class Workers:
     def _recorded(self, done: Completion, owned: bool, retry_at: Any) -> None:
         lease = done.lease
         fields = {
-            "job": lease.job_name, "fire_time": lease.fire_time.isoformat(),
+            "job": lease.job_name,
+            "fire_time": lease.fire_time.isoformat(),
             "attempt": lease.attempt,
         }
         if not owned:

@@ -35,7 +35,8 @@ def _handler(spec: dict[str, Any]) -> Any:
     def handle(run: Run) -> None:
         with psycopg.connect(DSN, autocommit=True) as conn:
             conn.execute(
-                "INSERT INTO public.starts (job, fire_time, agent, attempt) VALUES (%s, %s, %s, %s)",
+                "INSERT INTO public.starts (job, fire_time, agent, attempt) "
+                "VALUES (%s, %s, %s, %s)",
                 [run.job_name, run.fire_time, run.agent_id, run.attempt],
             )
         if spec.get("before"):
@@ -50,6 +51,9 @@ def _handler(spec: dict[str, Any]) -> Any:
 
 
 for _spec in json.loads(os.environ.get("APP_JOBS", "[]")):
-    _settings = {k: v for k, v in _spec.items()
-                 if k not in {"name", "schedule", "before", "after", "sleep", "fail"}}
+    _settings = {
+        k: v
+        for k, v in _spec.items()
+        if k not in {"name", "schedule", "before", "after", "sleep", "fail"}
+    }
     agent.job(_spec["name"], _spec.get("schedule"), **_settings)(_handler(_spec))

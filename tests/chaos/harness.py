@@ -24,7 +24,9 @@ def faketime_library() -> str:
     """libfaketime's preload library, as shipped by the `libfaketime` wheel (a dev dependency)."""
     import libfaketime
 
-    found = sorted(Path(libfaketime.__file__).parent.glob("vendor/libfaketime/src/libfaketime.so.1"))
+    found = sorted(
+        Path(libfaketime.__file__).parent.glob("vendor/libfaketime/src/libfaketime.so.1")
+    )
     if not found:
         raise RuntimeError("the libfaketime wheel has no libfaketime.so.1: reinstall .[dev]")
     return str(found[0])
@@ -65,28 +67,35 @@ class Replicas:
 
     def start(self, name: str, *, skew: str | None = None, **settings: str) -> Replica:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMSCHED_")}
-        env.update({
-            "CLAIMSCHED_DSN": self.dsn,
-            "CLAIMSCHED_AGENT_ID": name,
-            "CLAIMSCHED_HOUSEKEEPING_SECONDS": "0.5",
-            "CLAIMSCHED_SHUTDOWN_GRACE_SECONDS": "5",
-            "CLAIMSCHED_LOG_LEVEL": "DEBUG",
-            "APP_JOBS": json.dumps(self.jobs),
-            "PYTHONPATH": str(REPO),
-            **self.settings,
-            **settings,
-        })
+        env.update(
+            {
+                "CLAIMSCHED_DSN": self.dsn,
+                "CLAIMSCHED_AGENT_ID": name,
+                "CLAIMSCHED_HOUSEKEEPING_SECONDS": "0.5",
+                "CLAIMSCHED_SHUTDOWN_GRACE_SECONDS": "5",
+                "CLAIMSCHED_LOG_LEVEL": "DEBUG",
+                "APP_JOBS": json.dumps(self.jobs),
+                "PYTHONPATH": str(REPO),
+                **self.settings,
+                **settings,
+            }
+        )
         if skew:
-            env.update({
-                "LD_PRELOAD": faketime_library(),
-                "FAKETIME": skew,
-                "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-            })
+            env.update(
+                {
+                    "LD_PRELOAD": faketime_library(),
+                    "FAKETIME": skew,
+                    "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                }
+            )
         log = self.folder / f"{name}.log"
         with open(log, "wb") as sink:
             process = subprocess.Popen(
                 [sys.executable, "-m", "claimsched.cli", "agent", "tests.chaos.app:agent"],
-                env=env, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT,
+                env=env,
+                cwd=REPO,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
             )
         replica = Replica(name, process, log)
         self.running[name] = replica
@@ -119,7 +128,9 @@ class Replicas:
 
 
 @contextmanager
-def replicas(dsn: str, folder: Path, jobs: list[dict[str, Any]], **settings: str) -> Iterator[Replicas]:
+def replicas(
+    dsn: str, folder: Path, jobs: list[dict[str, Any]], **settings: str
+) -> Iterator[Replicas]:
     group = Replicas(dsn, folder, jobs, settings)
     try:
         yield group

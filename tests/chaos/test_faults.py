@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import signal
 from collections import Counter
 from datetime import timedelta
@@ -35,21 +36,34 @@ def _assert_exactly_once(group, job: str) -> list:  # type: ignore[no-untyped-de
     assert all(n == 1 for n in starts.values()), f"handler ran twice: {starts.most_common(3)}"
     assert {(t,) for t in done} == set(effects), "every done occurrence has exactly one effect"
     fire_times = [t for t, _ in rows]
-    gaps = [b - a for a, b in zip(fire_times, fire_times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(fire_times)]
     assert all(gap == timedelta(seconds=1) for gap in gaps), f"missed occurrences: {gaps}"
     return rows
 
 
 def test_three_replicas_run_every_occurrence_exactly_once(dsn: str, tmp_path: Path) -> None:
-    jobs = [{"name": "tick", "schedule": "@every 1s", "after": "report", "sleep": 0.05,
-             "catch_up_policy": "All", "lease_seconds": 5, "heartbeat_seconds": 1}]
+    jobs = [
+        {
+            "name": "tick",
+            "schedule": "@every 1s",
+            "after": "report",
+            "sleep": 0.05,
+            "catch_up_policy": "All",
+            "lease_seconds": 5,
+            "heartbeat_seconds": 1,
+        }
+    ]
     with replicas(dsn, tmp_path, jobs) as group:
         for index in range(3):
             group.start(f"r{index}")
         wait_for(lambda: _done(group, "tick") >= 31, timeout=90, what="31 done occurrences")
         rows = _assert_exactly_once(group, "tick")
-        winners = Counter(r[0] for r in group.query(
-            "SELECT claimed_by FROM claimsched.job_runs WHERE job_name = 'tick'"))
+        winners = Counter(
+            r[0]
+            for r in group.query(
+                "SELECT claimed_by FROM claimsched.job_runs WHERE job_name = 'tick'"
+            )
+        )
         assert len(rows) >= 31 and len(winners) >= 2, winners
         assert all(r.alive for r in group.running.values())
 
@@ -57,8 +71,17 @@ def test_three_replicas_run_every_occurrence_exactly_once(dsn: str, tmp_path: Pa
 def test_a_killed_replicas_run_is_reclaimed_and_finished_without_repeating_effects(
     dsn: str, tmp_path: Path
 ) -> None:
-    jobs = [{"name": "slow", "schedule": "@yearly", "before": "first-half", "after": "second-half",
-             "sleep": 2, "lease_seconds": 3, "heartbeat_seconds": 1}]
+    jobs = [
+        {
+            "name": "slow",
+            "schedule": "@yearly",
+            "before": "first-half",
+            "after": "second-half",
+            "sleep": 2,
+            "lease_seconds": 3,
+            "heartbeat_seconds": 1,
+        }
+    ]
     with replicas(dsn, tmp_path, jobs) as group:
         for index in range(3):
             group.start(f"r{index}")
@@ -67,20 +90,31 @@ def test_a_killed_replicas_run_is_reclaimed_and_finished_without_repeating_effec
         s.request_runs("slow", [s.db_now()], "manual")
         s.close()
         victim = wait_for(lambda: group.owner_of_running("slow"), what="a running run")
-        wait_for(lambda: group.query("SELECT 1 FROM public.ledger WHERE entity = 'first-half'"),
-                 what="the first effect")
+        wait_for(
+            lambda: group.query("SELECT 1 FROM public.ledger WHERE entity = 'first-half'"),
+            what="the first effect",
+        )
         group.running[victim].signal(signal.SIGKILL)
         wait_for(lambda: _done(group, "slow") == 1, timeout=30, what="the reclaimed run to finish")
         ((status, attempt, owner, orphans),) = group.query(
-            "SELECT status, attempt, claimed_by, orphan_count FROM claimsched.job_runs")
+            "SELECT status, attempt, claimed_by, orphan_count FROM claimsched.job_runs"
+        )
         assert (status, attempt, orphans) == ("done", 2, 1) and owner != victim
         effects = Counter(e for (e,) in group.query("SELECT entity FROM public.ledger"))
         assert effects == {"first-half": 1, "second-half": 1}
 
 
 def test_a_paused_replica_is_fenced_out_when_it_wakes_up(dsn: str, tmp_path: Path) -> None:
-    jobs = [{"name": "slow", "schedule": "@yearly", "after": "report", "sleep": 1.5,
-             "lease_seconds": 3, "heartbeat_seconds": 1}]
+    jobs = [
+        {
+            "name": "slow",
+            "schedule": "@yearly",
+            "after": "report",
+            "sleep": 1.5,
+            "lease_seconds": 3,
+            "heartbeat_seconds": 1,
+        }
+    ]
     with replicas(dsn, tmp_path, jobs) as group:
         for index in range(3):
             group.start(f"r{index}")
@@ -92,12 +126,16 @@ def test_a_paused_replica_is_fenced_out_when_it_wakes_up(dsn: str, tmp_path: Pat
         group.running[paused].signal(signal.SIGSTOP)
         wait_for(lambda: _done(group, "slow") == 1, timeout=30, what="the reclaimed run")
         group.running[paused].signal(signal.SIGCONT)
-        wait_for(lambda: "completion refused" in group.running[paused].output(), timeout=20,
-                 what="the paused replica's completion to be refused")
+        wait_for(
+            lambda: "completion refused" in group.running[paused].output(),
+            timeout=20,
+            what="the paused replica's completion to be refused",
+        )
         log = group.running[paused].output()
         assert "LeaseLost" in log
         ((status, attempt, owner),) = group.query(
-            "SELECT status, attempt, claimed_by FROM claimsched.job_runs")
+            "SELECT status, attempt, claimed_by FROM claimsched.job_runs"
+        )
         assert (status, attempt) == ("done", 2) and owner != paused
         assert group.query("SELECT agent, attempt FROM public.ledger") == [(owner, 2)]
 
@@ -106,8 +144,16 @@ def test_a_paused_replica_is_fenced_out_when_it_wakes_up(dsn: str, tmp_path: Pat
 def test_a_replica_with_a_skewed_clock_never_causes_a_second_run(
     dsn: str, tmp_path: Path, skew: str
 ) -> None:
-    jobs = [{"name": "tick", "schedule": "@every 1s", "after": "report", "sleep": 0.05,
-             "catch_up_policy": "All", "concurrency_policy": "Allow"}]
+    jobs = [
+        {
+            "name": "tick",
+            "schedule": "@every 1s",
+            "after": "report",
+            "sleep": 0.05,
+            "catch_up_policy": "All",
+            "concurrency_policy": "Allow",
+        }
+    ]
     with replicas(dsn, tmp_path, jobs) as group:
         group.start("skewed", skew=skew)
         group.start("r1")
@@ -116,13 +162,23 @@ def test_a_replica_with_a_skewed_clock_never_causes_a_second_run(
         _assert_exactly_once(group, "tick")
         early = group.query("SELECT count(*) FROM claimsched.job_runs WHERE started_at < fire_time")
         assert early == [(0,)]
-        assert group.query("SELECT count(*) FROM claimsched.job_runs WHERE claimed_by = 'skewed'")[0][0] > 0
+        assert (
+            group.query("SELECT count(*) FROM claimsched.job_runs WHERE claimed_by = 'skewed'")[0][
+                0
+            ]
+            > 0
+        )
 
 
 def test_agents_survive_a_database_outage_and_catch_up(tmp_path: Path) -> None:
     jobs = [
-        {"name": "all", "schedule": "@every 1s", "after": "x", "catch_up_policy": "All",
-         "concurrency_policy": "Allow"},
+        {
+            "name": "all",
+            "schedule": "@every 1s",
+            "after": "x",
+            "catch_up_policy": "All",
+            "concurrency_policy": "Allow",
+        },
         {"name": "latest", "schedule": "@every 1s", "after": "x", "catch_up_policy": "Latest"},
     ]
     with TemporaryPostgres() as pg:
@@ -147,7 +203,8 @@ def test_agents_survive_a_database_outage_and_catch_up(tmp_path: Path) -> None:
             _assert_exactly_once(group, "all")
             latest = group.query(
                 "SELECT status, error FROM claimsched.job_runs WHERE job_name = 'latest' "
-                "AND status = 'skipped'")
+                "AND status = 'skipped'"
+            )
             assert latest and all("Latest" in error for _, error in latest)
             assert any("database unavailable" in r.output() for r in group.running.values())
 
@@ -164,12 +221,21 @@ def test_sigterm_lets_a_short_run_finish(dsn: str, tmp_path: Path) -> None:
         replica.signal(signal.SIGTERM)
         assert replica.process.wait(15) == 0
         assert group.query("SELECT status, claimed_by, attempt FROM claimsched.job_runs") == [
-            ("done", "r0", 1)]
+            ("done", "r0", 1)
+        ]
 
 
 def test_sigterm_hands_a_long_run_to_another_replica_at_once(dsn: str, tmp_path: Path) -> None:
-    jobs = [{"name": "long", "schedule": "@yearly", "after": "x", "sleep": 3,
-             "lease_seconds": 60, "heartbeat_seconds": 10}]
+    jobs = [
+        {
+            "name": "long",
+            "schedule": "@yearly",
+            "after": "x",
+            "sleep": 3,
+            "lease_seconds": 60,
+            "heartbeat_seconds": 10,
+        }
+    ]
     with replicas(dsn, tmp_path, jobs, CLAIMSCHED_SHUTDOWN_GRACE_SECONDS="0.5") as group:
         group.start("r0")
         group.start("r1")
@@ -180,8 +246,11 @@ def test_sigterm_hands_a_long_run_to_another_replica_at_once(dsn: str, tmp_path:
         owner = wait_for(lambda: group.owner_of_running("long"), what="a running run")
         group.running[owner].signal(signal.SIGTERM)
         other = "r1" if owner == "r0" else "r0"
-        wait_for(lambda: group.owner_of_running("long") == other, timeout=5,
-                 what="the other replica to take the run over (long before the 60 s lease)")
+        wait_for(
+            lambda: group.owner_of_running("long") == other,
+            timeout=5,
+            what="the other replica to take the run over (long before the 60 s lease)",
+        )
         assert group.running[owner].process.wait(15) == 0
         wait_for(lambda: _done(group, "long") == 1, timeout=20, what="the handed-off run")
         assert group.query("SELECT agent, attempt FROM public.ledger") == [(other, 2)]

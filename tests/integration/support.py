@@ -12,8 +12,12 @@ import psycopg
 T = TypeVar("T")
 
 
-def wait_for(condition: Callable[[], T], timeout: float = 20.0, interval: float = 0.05,
-             what: str = "condition") -> T:
+def wait_for(
+    condition: Callable[[], T],
+    timeout: float = 20.0,
+    interval: float = 0.05,
+    what: str = "condition",
+) -> T:
     """Poll until `condition()` is truthy; fail with `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -38,7 +42,8 @@ def runs(dsn: str, job: str | None = None) -> list[dict[str, Any]]:
         cur = conn.cursor(row_factory=psycopg.rows.dict_row)
         cur.execute(
             "SELECT * FROM job_runs WHERE %(job)s::text IS NULL OR job_name = %(job)s "
-            "ORDER BY fire_time, id", {"job": job},
+            "ORDER BY fire_time, id",
+            {"job": job},
         )
         return cur.fetchall()
 

@@ -24,8 +24,10 @@ def _claimed(store: Store, agent: str = "a", ago: float = 5, **fields: object) -
 
 
 def _expire(store: Store) -> None:
-    sql(store.dsn, "UPDATE job_runs SET lease_until = now() - interval '1 second' "
-                   "WHERE status = 'running'")
+    sql(
+        store.dsn,
+        "UPDATE job_runs SET lease_until = now() - interval '1 second' WHERE status = 'running'",
+    )
 
 
 def test_heartbeat_renews_owned_leases_in_one_statement(store: Store) -> None:

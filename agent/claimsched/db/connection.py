@@ -62,7 +62,9 @@ def translated() -> Iterator[None]:
         raise translate(exc) from exc
 
 
-def connect(dsn: str, schema: str, *, autocommit: bool = True, timeout: float = 5.0) -> psycopg.Connection[Any]:
+def connect(
+    dsn: str, schema: str, *, autocommit: bool = True, timeout: float = 5.0
+) -> psycopg.Connection[Any]:
     """One connection with claimsched's search_path, or a clear error."""
     with translated():
         conn = psycopg.connect(dsn, autocommit=autocommit, connect_timeout=max(1, int(timeout)))

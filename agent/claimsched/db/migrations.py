@@ -18,8 +18,10 @@ SCHEMA_VERSION = max(version for version, _, _ in migration_files())
 MIGRATION_LOCK = 0x636C6D73  # 'clms': one advisory lock key for every claimsched migration
 
 _PARTITION = sql.SQL("CREATE TABLE {} PARTITION OF job_runs FOR VALUES FROM ({}) TO ({})")
-_STASH = sql.SQL("CREATE TEMP TABLE job_runs_moving ON COMMIT DROP AS "
-                 "SELECT * FROM job_runs_default WHERE fire_time >= {} AND fire_time < {}")
+_STASH = sql.SQL(
+    "CREATE TEMP TABLE job_runs_moving ON COMMIT DROP AS "
+    "SELECT * FROM job_runs_default WHERE fire_time >= {} AND fire_time < {}"
+)
 _UNSTASH_DELETE = sql.SQL("DELETE FROM job_runs_default WHERE fire_time >= {} AND fire_time < {}")
 _UNSTASH = sql.SQL("INSERT INTO job_runs OVERRIDING SYSTEM VALUE SELECT * FROM job_runs_moving")
 _STASH_DONE = sql.SQL("DROP TABLE job_runs_moving")

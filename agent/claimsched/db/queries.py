@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
-from typing import LiteralString, cast
 
 
 def _sql_text(name: str) -> str:
@@ -15,9 +14,9 @@ QUERY_FILES = ("queries.sql", "operator.sql")
 
 
 @cache
-def queries() -> dict[str, LiteralString]:
+def queries() -> dict[str, str]:
     """Every named query of sql/queries.sql (agent, CLI) and sql/operator.sql (operator)."""
-    found: dict[str, LiteralString] = {}
+    found: dict[str, str] = {}
     for file_name in QUERY_FILES:
         if not (resources.files("claimsched") / "sql" / file_name).is_file():
             continue
@@ -28,27 +27,27 @@ def queries() -> dict[str, LiteralString]:
                 if name:
                     if name in found:
                         raise RuntimeError(f"query {name!r} is defined twice")
-                    found[name] = cast(LiteralString, "\n".join(body).strip())
+                    found[name] = "\n".join(body).strip()
                 name, body = line.removeprefix("-- name:").strip(), []
             elif name and not line.startswith("--"):
                 body.append(line)
     return found
 
 
-def query(name: str) -> LiteralString:
+def query(name: str) -> str:
     return queries()[name]
 
 
-def schema_sql() -> LiteralString:
-    return cast(LiteralString, _sql_text("schema.sql"))
+def schema_sql() -> str:
+    return _sql_text("schema.sql")
 
 
-def migration_files() -> list[tuple[int, str, LiteralString]]:
+def migration_files() -> list[tuple[int, str, str]]:
     """(version, file name, SQL) of every migration, in order."""
     folder = resources.files("claimsched") / "sql" / "migrations"
     found = []
     for entry in folder.iterdir():
         if entry.name.endswith(".sql"):
             version = int(entry.name.split("_", 1)[0])
-            found.append((version, entry.name, cast(LiteralString, entry.read_text("utf-8"))))
+            found.append((version, entry.name, entry.read_text("utf-8")))
     return sorted(found)

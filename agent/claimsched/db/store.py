@@ -56,7 +56,7 @@ class Store:
         if pool is None and not dsn:
             raise ValueError("a Store needs a dsn or a pool")
         self.schema = schema
-        self.dsn = dsn or pool.conninfo  # type: ignore[union-attr]
+        self.dsn: str = dsn or str(pool.conninfo)  # type: ignore[union-attr]
         self._own_pool = pool is None
         self.pool = pool or make_pool(self.dsn, schema, max_size, name)
 
@@ -172,7 +172,9 @@ class Store:
         with self.connection() as conn:
             return {row[0] for row in conn.execute(query("heartbeat"), params)}
 
-    def complete(self, agent_id: str, completions: Sequence[Completion]) -> dict[int, datetime | None]:
+    def complete(
+        self, agent_id: str, completions: Sequence[Completion]
+    ) -> dict[int, datetime | None]:
         """Record outcomes; returns {run id: retry_at} for the ones that were still owned."""
         params = {
             "agent_id": agent_id,
@@ -243,7 +245,9 @@ class Store:
             )
         return bool(inserted)
 
-    def _effect_in(self, conn: psycopg.Connection[Any], params: dict[str, Any]) -> tuple[bool, bool]:
+    def _effect_in(
+        self, conn: psycopg.Connection[Any], params: dict[str, Any]
+    ) -> tuple[bool, bool]:
         previous = conn.execute("SELECT current_setting('search_path')").fetchone()[0]  # type: ignore[index]
         conn.execute("SELECT set_config('search_path', %s, true)", [f"{self.schema}, public"])
         try:
@@ -269,7 +273,9 @@ class Store:
 
     # -- manual runs, history, presence ------------------------------------------------------
 
-    def request_runs(self, job_name: str, fire_times: Sequence[datetime], kind: str) -> list[datetime]:
+    def request_runs(
+        self, job_name: str, fire_times: Sequence[datetime], kind: str
+    ) -> list[datetime]:
         """Queue manual or backfill occurrences; returns the fire times that were new."""
         with self.connection() as conn:
             exists = conn.execute(

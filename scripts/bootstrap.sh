@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Sourced by scripts/demo and scripts/test: make a fresh machine ready.
+#   - the PostgreSQL server binaries (Debian's `postgresql` package) when missing and we are root
+#   - a virtualenv in .venv with claimsched installed (editable) and the requested extras
+# Usage: bootstrap "<extras>"   e.g. bootstrap "" or bootstrap "dev"
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+have_postgres() {
+  compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null
+}
+
+ensure_postgres() {
+  if have_postgres; then return; fi
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+    echo "==> installing the PostgreSQL server (apt-get install postgresql)" >&2
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  else
+    echo "claimsched: no PostgreSQL server binaries found; install the 'postgresql' package" \
+         "(or run this as root), or set CLAIMSCHED_TEST_DSN / pass --dsn" >&2
+    exit 1
+  fi
+}
+
+ensure_venv() {
+  local extras="$1" python="${PYTHON:-python3}"
+  local spec="."
+  [ -n "$extras" ] && spec=".[$extras]"
+  local stamp="$repo/.venv/.installed-$(echo "$extras" | tr -c 'a-z' '_')"
+  if [ ! -x "$repo/.venv/bin/python" ]; then
+    echo "==> creating .venv" >&2
+    "$python" -m venv "$repo/.venv"
+  fi
+  if [ ! -f "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ]; then
+    echo "==> installing claimsched${extras:+[$extras]} into .venv" >&2
+    "$repo/.venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 \
+      | grep -v "is ignored" >&2 || true
+    "$repo/.venv/bin/python" -m pip install -q --disable-pip-version-check -e "$repo$spec" 2>&1 \
+      | grep -v "is ignored" >&2 || true
+    "$repo/.venv/bin/python" -c "import claimsched" || { echo "claimsched: install failed" >&2; exit 1; }
+    touch "$stamp"
+  fi
+}
+
+bootstrap() {
+  ensure_postgres
+  ensure_venv "$1"
+}
