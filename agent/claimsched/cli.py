@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -383,6 +384,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
     try:
         return int(args.fn(args))
     except ClaimschedError as exc:

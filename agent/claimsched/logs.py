@@ -28,6 +28,8 @@ def configure(level: str = "INFO") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+    # The pool logs every failed reconnect; the agent logs outages once per state change.
+    logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
 
 
 class AgentLog(logging.LoggerAdapter[logging.Logger]):

@@ -69,6 +69,8 @@ class Store:
         """Open the pool and wait for a first connection, or raise a clear error."""
         with translated():
             if self._own_pool:
+                # A direct first connection says precisely what is wrong (the pool would not).
+                connect(self.dsn, self.schema, timeout=timeout).close()
                 self.pool.open(wait=True, timeout=timeout)
             with self.pool.connection(timeout=timeout) as conn:
                 conn.execute(query("db_now"))

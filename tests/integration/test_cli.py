@@ -1,0 +1,162 @@
+"""The CLI on a real Postgres: tables for people, JSON for scripts, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from claimsched.cli import main
+
+from .support import sql
+
+GOOD = """
+apiVersion: claimsched.io/v1alpha1
+kind: ClaimSchedule
+metadata: {name: nightly-report, namespace: shop}
+spec: {schedule: "0 2 * * *", timeZone: Europe/Berlin, catchUpPolicy: All}
+---
+apiVersion: claimsched.io/v1alpha1
+kind: ClaimSchedule
+metadata: {name: sync}
+spec: {schedule: "@every 30s", concurrencyPolicy: Allow}
+"""
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _apply(tmp_path: Path, text: str, dsn: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    path = tmp_path / "schedules.yaml"
+    path.write_text(text)
+    return run(capsys, "apply", str(path), "--dsn", dsn)
+
+
+def test_apply_writes_every_claimschedule_and_schedules_lists_next_fire_times(
+    dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _apply(tmp_path, GOOD, dsn, capsys)
+    assert code == 0 and "nightly-report created" in out
+    code, out, _ = run(capsys, "schedules", "--dsn", dsn, "--json")
+    rows = {r["job"]: r for r in json.loads(out)}
+    assert rows["nightly-report"]["owner"] == "shop/nightly-report"
+    assert rows["nightly-report"]["next_local"].endswith(("+01:00", "+02:00"))
+    assert rows["nightly-report"]["next_local"][11:16] == "02:00"
+    assert rows["sync"]["source"] == "cli"
+    code, out, _ = _apply(tmp_path, GOOD, dsn, capsys)
+    assert "nightly-report unchanged" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '61 * * * *'}",
+         "minute field '61'"),
+        ("kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '@daily', timeZone: Mars/Base}",
+         "unknown time zone 'Mars/Base'"),
+        ("kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '@every 0s'}", "@every"),
+        ("kind: ClaimSchedule\nmetadata: {name: \"x'; DROP TABLE job_runs; --\"}\n"
+         "spec: {schedule: '@daily'}", "invalid job name"),
+        ("kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '@daily', leaseSeconds: 0}",
+         "lease_seconds"),
+        ("kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '@daily', bogus: 1}",
+         "unknown field"),
+        ("kind: ClaimSchedule\nmetadata: {name: x\nspec: [", "not valid YAML"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_writes_nothing(
+    dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    code, out, err = _apply(tmp_path, GOOD + "---\n" + text, dsn, capsys)
+    assert code == 1 and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert sql(dsn, "SELECT count(*) FROM job_schedule") == [(0,)]
+
+
+def test_trigger_queues_one_manual_run_and_refuses_unknown_jobs(
+    dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _apply(tmp_path, GOOD, dsn, capsys)
+    code, out, _ = run(capsys, "trigger", "sync", "--dsn", dsn, "--json")
+    assert code == 0 and json.loads(out)["status"] == "pending"
+    code, _, err = run(capsys, "trigger", "nope", "--dsn", dsn)
+    assert code == 1 and "no schedule for job 'nope'" in err
+    code, out, _ = run(capsys, "runs", "--dsn", dsn, "--json")
+    assert [(r["job_name"], r["kind"], r["status"]) for r in json.loads(out)] == [
+        ("sync", "manual", "pending")
+    ]
+
+
+def test_backfill_queues_the_occurrences_of_a_range_once(
+    dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _apply(tmp_path, GOOD, dsn, capsys)
+    args = ("backfill", "nightly-report", "2026-03-27T00:00:00Z", "2026-03-31T00:00:00Z", "--dsn",
+            dsn, "--json")
+    code, out, _ = run(capsys, *args)
+    assert code == 0 and json.loads(out) == {
+        "job": "nightly-report", "occurrences": 5, "queued": 5, "already_present": 0}
+    code, out, _ = run(capsys, *args)
+    assert json.loads(out)["queued"] == 0
+    fires = sql(dsn, "SELECT to_char(fire_time AT TIME ZONE 'UTC', 'MM-DD HH24:MI') "
+                     "FROM job_runs ORDER BY 1")
+    # 02:00 Berlin: CET until the 29th, whose 02:00 falls in the DST gap and runs at 03:00 CEST.
+    assert fires == [("03-27 01:00",), ("03-28 01:00",), ("03-29 01:00",), ("03-30 00:00",),
+                     ("03-31 00:00",)]
+
+
+def test_migrate_and_maintain_report_what_they_did(
+    empty_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "migrate", "--dsn", empty_dsn, "--json")
+    assert code == 0 and json.loads(out)["applied"] == [1]
+    code, out, _ = run(capsys, "migrate", "--dsn", empty_dsn, "--json")
+    assert json.loads(out)["applied"] == []
+    code, out, _ = run(capsys, "maintain", "--dsn", empty_dsn, "--json")
+    assert code == 0 and "partitions_created" in json.loads(out)
+
+
+def test_an_unreachable_database_is_one_line_without_the_password(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    dsn = "postgresql://app:s3cret@127.0.0.1:1/nowhere"
+    code, _, err = run(capsys, "runs", "--dsn", dsn, "--connect-timeout", "1")
+    assert code == 1 and "cannot reach the database" in err
+    assert "s3cret" not in err and err.count("\n") == 1
+
+
+def test_a_wrong_password_is_one_line(server_dsn: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS cli_pw")
+        conn.execute("CREATE ROLE cli_pw LOGIN PASSWORD 'right'")
+        hba = conn.execute("SHOW hba_file").fetchone()[0]  # type: ignore[index]
+    original = Path(hba).read_text()
+    Path(hba).write_text("host all cli_pw 127.0.0.1/32 scram-sha-256\n" + original)
+    try:
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute("SELECT pg_reload_conf()")
+        info = psycopg.conninfo.conninfo_to_dict(server_dsn)
+        dsn = f"postgresql://cli_pw:wrong@{info['host']}:{info['port']}/postgres"
+        code, _, err = run(capsys, "runs", "--dsn", dsn)
+        assert code == 1 and "refused the login" in err and "wrong" not in err.split("login")[0]
+        assert err.count("\n") == 1
+    finally:
+        Path(hba).write_text(original)
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute("SELECT pg_reload_conf()")
+
+
+def test_the_installed_command_prints_no_traceback_on_error() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "claimsched.cli", "runs", "--dsn", "host=127.0.0.1 port=1",
+         "--connect-timeout", "1"], capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("claimsched: error:") and "Traceback" not in result.stderr

@@ -1,0 +1,109 @@
+"""Migrations: the chain equals schema.sql, runs once under concurrency, and versions are checked."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+from claimsched import SchemaMismatch
+from claimsched.db import SCHEMA_VERSION, Store
+from claimsched.db.queries import migration_files
+
+from .support import sql
+
+CATALOG = """
+SELECT 'column' AS kind, table_name || '.' || column_name || ' ' || data_type || ' '
+       || is_nullable || ' ' || coalesce(column_default, '') || ' ' || is_identity
+FROM information_schema.columns WHERE table_schema = %(schema)s
+UNION ALL
+SELECT 'index', tablename || ': ' || replace(indexdef, %(schema)s || '.', '')
+FROM pg_indexes WHERE schemaname = %(schema)s
+UNION ALL
+SELECT 'constraint', conrelid::regclass::text || ': ' || pg_get_constraintdef(oid)
+FROM pg_constraint WHERE connamespace = %(schema)s::regnamespace
+UNION ALL
+SELECT 'trigger', tgrelid::regclass::text || ': '
+       || replace(pg_get_triggerdef(oid), %(schema)s || '.', '')
+FROM pg_trigger WHERE NOT tgisinternal
+  AND tgrelid IN (SELECT oid FROM pg_class WHERE relnamespace = %(schema)s::regnamespace)
+UNION ALL
+SELECT 'function', p.proname || ': ' || md5(p.prosrc)
+FROM pg_proc p WHERE p.pronamespace = %(schema)s::regnamespace
+ORDER BY 1, 2
+"""
+
+
+def _catalog(dsn: str, schema: str) -> list[Any]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT set_config('search_path', %s, false)", [schema])
+        return conn.execute(CATALOG, {"schema": schema}).fetchall()
+
+
+def test_schema_sql_and_the_migration_chain_give_the_same_schema(empty_dsn: str) -> None:
+    Store(empty_dsn, schema="fresh").migrate()
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA chained")
+        conn.execute("SET search_path = chained")
+        for _, _, text in migration_files():
+            conn.execute(text)
+    fresh, chained = _catalog(empty_dsn, "fresh"), _catalog(empty_dsn, "chained")
+    assert len(fresh) > 30
+    assert [r for r in fresh if "job_runs_p" not in r[1]] == [
+        r for r in chained if "job_runs_p" not in r[1]
+    ]
+
+
+def test_fifty_processes_migrating_at_once_migrate_once(empty_dsn: str) -> None:
+    results: list[list[int]] = []
+    errors: list[BaseException] = []
+
+    def migrate() -> None:
+        try:
+            results.append(Store(empty_dsn).migrate())
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=migrate) for _ in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(map(len, results)) == [0] * 49 + [len(migration_files())]
+    assert sql(empty_dsn, "SELECT max(version) FROM schema_version") == [(SCHEMA_VERSION,)]
+
+
+def test_migrate_is_idempotent_and_creates_partitions_ahead(dsn: str) -> None:
+    assert Store(dsn).migrate() == []
+    names = [r[0] for r in sql(dsn, "SELECT relname FROM pg_class WHERE relname ~ '^job_runs_p'")]
+    assert len(names) >= 4
+
+
+def test_an_older_or_newer_schema_is_refused_with_a_clear_error(store: Store) -> None:
+    sql(store.dsn, "INSERT INTO schema_version VALUES (%s)", [SCHEMA_VERSION + 1])
+    with pytest.raises(SchemaMismatch, match="newer than this claimsched"):
+        store.check_version()
+    sql(store.dsn, "DELETE FROM schema_version")
+    with pytest.raises(SchemaMismatch, match="run `claimsched migrate`"):
+        store.check_version()
+
+
+def test_maintenance_moves_strays_out_of_the_default_partition_and_drops_old_history(
+    store: Store,
+) -> None:
+    ahead = "date_trunc('month', now()) + interval '2 months'"
+    partition = sql(store.dsn, f"SELECT 'job_runs_p' || to_char({ahead}, 'YYYYMM')")[0][0]
+    sql(store.dsn, f"DROP TABLE {partition}")
+    sql(store.dsn, "INSERT INTO job_schedule (job_name, schedule) VALUES ('j', '@daily')")
+    sql(store.dsn, "INSERT INTO job_runs (job_name, fire_time, status) VALUES "
+                   f"('j', {ahead} + interval '3 days', 'done'), "
+                   "('j', now() - interval '200 days', 'done'), ('j', now(), 'done')")
+    summary = Store(store.dsn).maintain(retention_days=90)
+    assert summary["partitions_created"] == [partition]
+    assert summary["default_rows_purged"] == 1
+    where = sql(store.dsn, "SELECT tableoid::regclass::text FROM job_runs ORDER BY fire_time")
+    assert where[-1] == (partition,)
+    assert len(where) == 2
