@@ -69,3 +69,24 @@ def store(dsn: str) -> Iterator[Store]:
     s.open()
     yield s
     s.close()
+
+
+@pytest.fixture(autouse=True)
+def no_threads_left_behind() -> Iterator[None]:
+    """A test that leaves claimsched's background threads running fails."""
+    import threading
+    import time
+
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 8
+    while True:
+        left = [
+            t
+            for t in threading.enumerate()
+            if t not in before and t.name.startswith("claimsched-") and t.is_alive()
+        ]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not left, f"threads left behind: {[t.name for t in left]}"

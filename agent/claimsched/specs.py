@@ -93,9 +93,10 @@ def job_spec(**fields: Any) -> JobSpec:
     try:
         return JobSpec(**fields)
     except ValidationError as exc:
+        causes = [err.get("ctx", {}).get("error") for err in exc.errors()]
+        if len(causes) == 1 and isinstance(causes[0], InvalidSchedule | UnknownTimeZone):
+            raise causes[0] from None
         raise InvalidSpec(_explain(exc)) from None
-    except (InvalidSchedule, UnknownTimeZone):
-        raise
 
 
 def _explain(exc: ValidationError) -> str:

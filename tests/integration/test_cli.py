@@ -33,7 +33,9 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def _apply(tmp_path: Path, text: str, dsn: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+def _apply(
+    tmp_path: Path, text: str, dsn: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
     path = tmp_path / "schedules.yaml"
     path.write_text(text)
     return run(capsys, "apply", str(path), "--dsn", dsn)
@@ -57,17 +59,28 @@ def test_apply_writes_every_claimschedule_and_schedules_lists_next_fire_times(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '61 * * * *'}",
-         "minute field '61'"),
-        ("kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '@daily', timeZone: Mars/Base}",
-         "unknown time zone 'Mars/Base'"),
+        (
+            "kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '61 * * * *'}",
+            "minute field '61'",
+        ),
+        (
+            "kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '@daily', timeZone: Mars/Base}",
+            "unknown time zone 'Mars/Base'",
+        ),
         ("kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '@every 0s'}", "@every"),
-        ("kind: ClaimSchedule\nmetadata: {name: \"x'; DROP TABLE job_runs; --\"}\n"
-         "spec: {schedule: '@daily'}", "invalid job name"),
-        ("kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '@daily', leaseSeconds: 0}",
-         "lease_seconds"),
-        ("kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '@daily', bogus: 1}",
-         "unknown field"),
+        (
+            'kind: ClaimSchedule\nmetadata: {name: "x\'; DROP TABLE job_runs; --"}\n'
+            "spec: {schedule: '@daily'}",
+            "invalid job name",
+        ),
+        (
+            "kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '@daily', leaseSeconds: 0}",
+            "lease_seconds",
+        ),
+        (
+            "kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '@daily', bogus: 1}",
+            "unknown field",
+        ),
         ("kind: ClaimSchedule\nmetadata: {name: x\nspec: [", "not valid YAML"),
     ],
 )
@@ -98,18 +111,36 @@ def test_backfill_queues_the_occurrences_of_a_range_once(
     dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _apply(tmp_path, GOOD, dsn, capsys)
-    args = ("backfill", "nightly-report", "2026-03-27T00:00:00Z", "2026-03-31T00:00:00Z", "--dsn",
-            dsn, "--json")
+    args = (
+        "backfill",
+        "nightly-report",
+        "2026-03-27T00:00:00Z",
+        "2026-03-31T00:00:00Z",
+        "--dsn",
+        dsn,
+        "--json",
+    )
     code, out, _ = run(capsys, *args)
     assert code == 0 and json.loads(out) == {
-        "job": "nightly-report", "occurrences": 5, "queued": 5, "already_present": 0}
+        "job": "nightly-report",
+        "occurrences": 5,
+        "queued": 5,
+        "already_present": 0,
+    }
     code, out, _ = run(capsys, *args)
     assert json.loads(out)["queued"] == 0
-    fires = sql(dsn, "SELECT to_char(fire_time AT TIME ZONE 'UTC', 'MM-DD HH24:MI') "
-                     "FROM job_runs ORDER BY 1")
+    fires = sql(
+        dsn,
+        "SELECT to_char(fire_time AT TIME ZONE 'UTC', 'MM-DD HH24:MI') FROM job_runs ORDER BY 1",
+    )
     # 02:00 Berlin: CET until the 29th, whose 02:00 falls in the DST gap and runs at 03:00 CEST.
-    assert fires == [("03-27 01:00",), ("03-28 01:00",), ("03-29 01:00",), ("03-30 00:00",),
-                     ("03-31 00:00",)]
+    assert fires == [
+        ("03-27 01:00",),
+        ("03-28 01:00",),
+        ("03-29 01:00",),
+        ("03-30 00:00",),
+        ("03-31 00:00",),
+    ]
 
 
 def test_migrate_and_maintain_report_what_they_did(
@@ -155,8 +186,19 @@ def test_a_wrong_password_is_one_line(server_dsn: str, capsys: pytest.CaptureFix
 
 def test_the_installed_command_prints_no_traceback_on_error() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "claimsched.cli", "runs", "--dsn", "host=127.0.0.1 port=1",
-         "--connect-timeout", "1"], capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "claimsched.cli",
+            "runs",
+            "--dsn",
+            "host=127.0.0.1 port=1",
+            "--connect-timeout",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 1
     assert result.stderr.startswith("claimsched: error:") and "Traceback" not in result.stderr

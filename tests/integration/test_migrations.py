@@ -98,9 +98,12 @@ def test_maintenance_moves_strays_out_of_the_default_partition_and_drops_old_his
     partition = sql(store.dsn, f"SELECT 'job_runs_p' || to_char({ahead}, 'YYYYMM')")[0][0]
     sql(store.dsn, f"DROP TABLE {partition}")
     sql(store.dsn, "INSERT INTO job_schedule (job_name, schedule) VALUES ('j', '@daily')")
-    sql(store.dsn, "INSERT INTO job_runs (job_name, fire_time, status) VALUES "
-                   f"('j', {ahead} + interval '3 days', 'done'), "
-                   "('j', now() - interval '200 days', 'done'), ('j', now(), 'done')")
+    sql(
+        store.dsn,
+        "INSERT INTO job_runs (job_name, fire_time, status) VALUES "
+        f"('j', {ahead} + interval '3 days', 'done'), "
+        "('j', now() - interval '200 days', 'done'), ('j', now(), 'done')",
+    )
     summary = Store(store.dsn).maintain(retention_days=90)
     assert summary["partitions_created"] == [partition]
     assert summary["default_rows_purged"] == 1

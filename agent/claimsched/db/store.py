@@ -59,6 +59,7 @@ class Store:
         self.dsn: str = dsn or str(pool.conninfo)  # type: ignore[union-attr]
         self._own_pool = pool is None
         self.pool = pool or make_pool(self.dsn, schema, max_size, name)
+        self._opened = not self._own_pool
 
     def __repr__(self) -> str:
         return f"Store({redact_dsn(self.dsn)!r}, schema={self.schema!r})"
@@ -72,6 +73,7 @@ class Store:
                 # A direct first connection says precisely what is wrong (the pool would not).
                 connect(self.dsn, self.schema, timeout=timeout).close()
                 self.pool.open(wait=True, timeout=timeout)
+                self._opened = True
             with self.pool.connection(timeout=timeout) as conn:
                 conn.execute(query("db_now"))
 
@@ -82,6 +84,8 @@ class Store:
     @contextmanager
     def connection(self, timeout: float = 10.0) -> Iterator[psycopg.Connection[Any]]:
         """A pooled autocommit connection with the search_path set; errors translated."""
+        if not self._opened:
+            self.open(timeout)
         with translated(), self.pool.connection(timeout=timeout) as conn:
             yield conn
 

@@ -1,0 +1,273 @@
+"""What the demo sees (the replicas' log lines, the claim table) and how it shows it."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .demo_app import EFFECTS, SETTLE
+
+_FIELD = re.compile(r"\b(agent|job|fire_time|attempt|action)=(\S+)")
+_LEVEL = re.compile(r"^\S+ \S+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) (\S+): (.*)$")
+Key = tuple[str, datetime]
+
+STATE_STYLE = {"running": "green", "killed": "bold red", "paused": "bold yellow",
+               "stopped": "dim", "exited": "red"}
+STATUS_STYLE = {"done": "green", "running": "yellow", "orphaned": "bold red", "failed": "red",
+                "skipped": "dim", "pending": "cyan"}
+
+
+def hms(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%H:%M:%S")
+
+
+@dataclass
+class LogLine:
+    """One line a replica wrote, with claimsched's structured fields."""
+
+    replica: str
+    level: str
+    message: str
+    fields: dict[str, str]
+
+    @property
+    def action(self) -> str | None:
+        return self.fields.get("action")
+
+    @property
+    def key(self) -> Key | None:
+        if "job" not in self.fields or "fire_time" not in self.fields:
+            return None
+        try:
+            return self.fields["job"], datetime.fromisoformat(self.fields["fire_time"])
+        except ValueError:
+            return None
+
+    @property
+    def attempt(self) -> int:
+        try:
+            return int(self.fields.get("attempt", "0"))
+        except ValueError:
+            return 0
+
+
+def parse_line(replica: str, line: str) -> LogLine | None:
+    found = _LEVEL.match(line)
+    if found is None:
+        return None
+    level, _, rest = found.groups()
+    fields = dict(_FIELD.findall(rest))
+    message = _FIELD.split(rest, maxsplit=1)[0].strip()
+    return LogLine(replica, level, message, fields)
+
+
+class LogTail:
+    """Reads the complete lines a replica has appended to its log since the last call."""
+
+    def __init__(self, replica: str, path: Path) -> None:
+        self.replica, self.path, self._offset, self._partial = replica, path, 0, b""
+
+    def read(self) -> list[LogLine]:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self._offset)
+                chunk = handle.read()
+        except OSError:
+            return []
+        self._offset += len(chunk)
+        *lines, self._partial = (self._partial + chunk).split(b"\n")
+        parsed = (parse_line(self.replica, raw.decode(errors="replace")) for raw in lines)
+        return [line for line in parsed if line is not None]
+
+
+@dataclass
+class Observations:
+    """What the replicas said: who started which attempt, what was refused, what they did."""
+
+    owners: dict[Key, dict[int, str]] = field(default_factory=lambda: defaultdict(dict))
+    fenced: dict[Key, list[str]] = field(default_factory=lambda: defaultdict(list))
+    refused_effects: dict[Key, list[str]] = field(default_factory=lambda: defaultdict(list))
+    starts: Counter[str] = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def learn(self, line: LogLine) -> str | None:
+        """Record the line; returns the text of an event worth showing, if it is one."""
+        action, key, who = line.action, line.key, line.replica
+        if action:
+            self.counts[action] += 1
+        where = f"{key[0]} @ {hms(key[1])} (attempt {line.attempt})" if key else ""
+        if action == "start" and key:
+            self.owners[key][line.attempt] = who
+            self.starts[who] += 1
+            if line.attempt > 1:
+                return f"{who} reclaimed the orphan {where}"
+        elif action == "fenced" and key:
+            self.fenced[key].append(who)
+            return f"{who}'s late completion of {where} REFUSED: fenced by the attempt number"
+        elif action == "effect_refused" and key:
+            self.refused_effects[key].append(who)
+            return f"{who}'s late side effect for {where} REFUSED (LeaseLost)"
+        elif action == "effect_kept" and key:
+            return f"{who}: {line.message.split(' ')[0]} of {where} was already done: not repeated"
+        elif action == "lease_lost" and key:
+            return f"{who} noticed its lease on {where} was lost"
+        elif action == "reap":
+            return f"{who}'s reaper: {line.message.removeprefix('reaper: ')}"
+        elif action in {"hand_off", "fail"} or line.level in {"ERROR", "CRITICAL"}:
+            return f"{who}: {line.message} {where}".strip()
+        return None
+
+    @property
+    def fenced_completions(self) -> int:
+        return sum(len(v) for v in self.fenced.values())
+
+    @property
+    def refused_effect_count(self) -> int:
+        return sum(len(v) for v in self.refused_effects.values())
+
+
+@dataclass
+class Frame:
+    """Everything one refresh of the live view shows."""
+
+    title: str
+    elapsed: float
+    duration: float
+    phase: str
+    replicas: list[tuple[str, int, str]]
+    runs: list[dict[str, Any]]
+    effects: dict[Key, list[tuple[str, str, int]]]
+    seen: Observations
+    events: Sequence[tuple[float, str]]
+    notes: dict[Key, str]
+
+
+def _winner(run: dict[str, Any], owners: dict[int, str]) -> Text:
+    chain = [owners[a] for a in sorted(owners) if a <= run["attempt"]]
+    if not chain and run["claimed_by"]:
+        chain = [run["claimed_by"]]
+    text = Text()
+    for index, who in enumerate(chain):
+        if index:
+            text.append(" → ", style="dim")
+        text.append(who, style="bold" if index == len(chain) - 1 else "strike dim")
+    return text
+
+
+def _note(run: dict[str, Any], key: Key, frame: Frame) -> Text:
+    parts: list[tuple[str, str]] = []
+    if key in frame.notes:
+        parts.append((frame.notes[key], "bold"))
+    if run["attempt"] > 1 and key not in frame.notes:
+        parts.append((f"orphan reclaimed (attempt {run['attempt']})", "magenta"))
+    for who in frame.seen.refused_effects.get(key, []):
+        parts.append((f"{who}'s late effect refused", "yellow"))
+    for who in frame.seen.fenced.get(key, []):
+        parts.append((f"{who}'s late completion refused", "yellow"))
+    if run["status"] == "orphaned":
+        parts.append(("lease expired: orphan, waiting for a replica", "red"))
+    text = Text()
+    for index, (part, style) in enumerate(parts):
+        text.append(("; " if index else "") + part, style=style)
+    return text
+
+
+def _occurrences(frame: Frame, limit: int) -> Table:
+    keyed = [((r["job_name"], r["fire_time"]), r) for r in frame.runs]
+    special = [kr for kr in keyed if kr[0] in frame.notes or kr[1]["attempt"] > 1]
+    rest = [kr for kr in keyed if kr not in special][: max(0, limit - len(special))]
+    shown = sorted(special[-limit:] + rest, key=lambda kr: kr[0][1], reverse=True)
+    table = Table(title="occurrences (newest first)", title_justify="left", expand=True)
+    for name, kwargs in (("fire time", {}), ("job", {}), ("won by", {}), ("try", {}),
+                         ("status", {}), ("effects", {}), ("what happened", {"ratio": 1})):
+        table.add_column(name, no_wrap=name != "what happened", **kwargs)  # type: ignore[arg-type]
+    for key, run in shown:
+        effects = frame.effects.get(key, [])
+        wanted = len(EFFECTS.get(key[0], ()))
+        dupes = len(effects) - len({e for e, _, _ in effects})
+        style = "bold red" if dupes else ("green" if len(effects) == wanted else "")
+        label = f"{len(effects)}/{wanted}" + (f" ({dupes} DUPLICATE)" if dupes else "")
+        table.add_row(
+            hms(key[1]), key[0], _winner(run, frame.seen.owners.get(key, {})), str(run["attempt"]),
+            Text(run["status"], style=STATUS_STYLE.get(run["status"], "")),
+            Text(label, style=style), _note(run, key, frame),
+        )
+    return table
+
+
+def render(frame: Frame, height: int) -> RenderableType:
+    header = Text.assemble(
+        (frame.title, "bold"), "  ", (f"{frame.elapsed:5.1f}s / {frame.duration:.0f}s", "cyan"),
+        "  ", (frame.phase, "italic"),
+    )
+    fleet = Table(title="replicas", title_justify="left")
+    for column in ("replica", "pid", "state", "runs started", "running now"):
+        fleet.add_column(column)
+    running = Counter(r["claimed_by"] for r in frame.runs if r["status"] == "running")
+    for name, pid, state in frame.replicas:
+        fleet.add_row(name, str(pid), Text(state, style=STATE_STYLE.get(state, "")),
+                      str(frame.seen.starts.get(name, 0)), str(running.get(name, 0)))
+    ledger = [e for effects in frame.effects.values() for e in effects]
+    totals = Table.grid(padding=(0, 2))
+    totals.add_column(style="dim")
+    totals.add_column()
+    keys = {(e, k) for k, effects in frame.effects.items() for e, _, _ in effects}
+    totals.add_row("occurrences", str(len(frame.runs)))
+    totals.add_row("side effects", str(len(ledger)))
+    totals.add_row("duplicates", Text(str(len(ledger) - len(keys)),
+                                      style="bold red" if len(ledger) > len(keys) else "green"))
+    totals.add_row("orphans reclaimed", str(sum(1 for r in frame.runs if r["attempt"] > 1)))
+    totals.add_row("late work refused", str(frame.seen.fenced_completions
+                                            + frame.seen.refused_effect_count))
+    top = Table.grid(padding=(0, 4))
+    top.add_row(fleet, Panel(totals, title="so far", border_style="dim"))
+    events = Text("\n").join(Text(f"{t:5.1f}s  {text}") for t, text in frame.events[-10:])
+    rows = max(4, height - len(frame.replicas) - 30)
+    return Group(header, top, _occurrences(frame, rows),
+                 Panel(events or Text("(nothing yet)", style="dim"), title="events",
+                       title_align="left", border_style="dim"))
+
+
+def render_verdict(summary: dict[str, Any]) -> RenderableType:
+    table = Table(title="verdict", title_justify="left", show_header=False)
+    table.add_column()
+    table.add_column(justify="right")
+    table.add_column()
+    occ, checks = summary["occurrences"], summary["checks"]
+
+    def mark(name: str) -> Text:
+        return Text("ok", style="green") if checks[name] else Text("FAILED", style="bold red")
+
+    table.add_row("occurrences expected / seen", f"{occ['expected']} / {occ['seen']}", "")
+    table.add_row("missed occurrences", str(occ["missed"]), mark("no_missed_occurrences"))
+    table.add_row("runs (attempts)", f"{summary['runs']['rows']} "
+                  f"({summary['runs']['attempts']})", "")
+    table.add_row("side effects recorded", str(summary["effects"]["recorded"]), "")
+    table.add_row("duplicate side effects", str(summary["effects"]["duplicates"]),
+                  mark("no_duplicate_effects"))
+    table.add_row("finished runs missing an effect", str(summary["effects"]["incomplete_runs"]),
+                  mark("finished_runs_have_all_effects"))
+    table.add_row("orphans reclaimed", str(summary["orphans_reclaimed"]), mark("orphan_reclaimed"))
+    fenced = summary["fenced"]
+    table.add_row("late completions / effects refused",
+                  f"{fenced['completions_refused']} / {fenced['effects_refused']}",
+                  mark("fenced_completion_refused"))
+    table.add_row("kill and pause carried out", "", mark("scenario_complete"))
+    held = summary["held"]
+    line = Text("exactly once held" if held else "exactly once NOT shown: "
+                + "; ".join(summary["reasons"]), style="bold green" if held else "bold red")
+    return Group(table, line)
+
+
+def event_lines(events: Iterable[tuple[float, str]]) -> list[str]:
+    return [f"{t:6.1f}s  {text}" for t, text in events]

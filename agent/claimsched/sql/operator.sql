@@ -1,0 +1,123 @@
+-- claimsched: the statements the Kubernetes operator sends (claimsched_operator).
+-- Same format as queries.sql: `-- name: x`, a description line, then the body.
+
+-- name: operator_sync_schedule
+-- Write a ClaimSchedule's row unless another ClaimSchedule owns the job name. One statement:
+-- `owner` is the owner before the statement, `written` whether the row changed, `created`
+-- whether it is new. A row without an owner (code, CLI, or released on delete) is taken over.
+WITH before AS (
+    SELECT s.owner FROM job_schedule s WHERE s.job_name = %(job_name)s
+), written AS (
+    INSERT INTO job_schedule AS s (job_name, schedule, time_zone, enabled, lease_seconds,
+            heartbeat_seconds, max_attempts, retry_on_failure, concurrency_policy,
+            catch_up_window_seconds, catch_up_policy, max_runtime_seconds, source, owner)
+    VALUES (%(job_name)s, %(schedule)s, %(time_zone)s, %(enabled)s, %(lease_seconds)s,
+            %(heartbeat_seconds)s, %(max_attempts)s, %(retry_on_failure)s,
+            %(concurrency_policy)s, %(catch_up_window_seconds)s, %(catch_up_policy)s,
+            %(max_runtime_seconds)s, 'operator', %(owner)s)
+    ON CONFLICT (job_name) DO UPDATE
+    SET (schedule, time_zone, enabled, lease_seconds, heartbeat_seconds, max_attempts,
+         retry_on_failure, concurrency_policy, catch_up_window_seconds, catch_up_policy,
+         max_runtime_seconds, source, owner)
+      = (EXCLUDED.schedule, EXCLUDED.time_zone, EXCLUDED.enabled, EXCLUDED.lease_seconds,
+         EXCLUDED.heartbeat_seconds, EXCLUDED.max_attempts, EXCLUDED.retry_on_failure,
+         EXCLUDED.concurrency_policy, EXCLUDED.catch_up_window_seconds,
+         EXCLUDED.catch_up_policy, EXCLUDED.max_runtime_seconds, 'operator', EXCLUDED.owner)
+    WHERE (s.owner IS NULL OR s.owner = EXCLUDED.owner)
+      AND ROW(s.schedule, s.time_zone, s.enabled, s.lease_seconds, s.heartbeat_seconds,
+              s.max_attempts, s.retry_on_failure, s.concurrency_policy,
+              s.catch_up_window_seconds, s.catch_up_policy, s.max_runtime_seconds, s.source,
+              s.owner)
+          IS DISTINCT FROM
+          ROW(EXCLUDED.schedule, EXCLUDED.time_zone, EXCLUDED.enabled, EXCLUDED.lease_seconds,
+              EXCLUDED.heartbeat_seconds, EXCLUDED.max_attempts, EXCLUDED.retry_on_failure,
+              EXCLUDED.concurrency_policy, EXCLUDED.catch_up_window_seconds,
+              EXCLUDED.catch_up_policy, EXCLUDED.max_runtime_seconds, 'operator',
+              EXCLUDED.owner)
+    RETURNING (xmax = 0) AS created
+)
+SELECT (SELECT owner FROM before) AS owner,
+       EXISTS (SELECT 1 FROM before) AS existed,
+       EXISTS (SELECT 1 FROM written) AS written,
+       coalesce((SELECT created FROM written), false) AS created
+
+-- name: operator_release_schedule
+-- A ClaimSchedule was deleted: disable its row and let go of it; runs and effects stay.
+UPDATE job_schedule SET enabled = false, owner = NULL
+WHERE job_name = %(job_name)s AND owner = %(owner)s
+RETURNING job_name
+
+-- name: operator_status
+-- Everything the status of every given job needs, in one statement: the schedule's windows
+-- for missed-run counting (`day_start`/`history_start` to `settled_end`, by fire time), run
+-- counters, the latest run, the latest success, and the live agents that handle the job.
+-- Occurrences at or before active_since never run; a disabled row stops counting at its
+-- last change; occurrences younger than catch-up window + lease may still be claimed.
+WITH jobs AS (
+    SELECT s.job_name, s.enabled, s.active_since,
+           greatest(s.active_since, now() - interval '24 hours') AS day_start,
+           greatest(s.active_since, now() - make_interval(days => %(retention_days)s))
+               AS history_start,
+           CASE WHEN s.enabled
+                THEN now() - make_interval(secs => s.catch_up_window_seconds + s.lease_seconds)
+                ELSE least(s.updated_at,
+                           now() - make_interval(secs => s.catch_up_window_seconds
+                                                         + s.lease_seconds))
+           END AS settled_end
+    FROM job_schedule s
+    WHERE s.job_name = ANY (%(jobs)s::text[])
+), counted AS (
+    SELECT j.job_name,
+           count(*) FILTER (WHERE r.status = 'running') AS active_runs,
+           count(*) FILTER (WHERE r.status = 'orphaned') AS orphaned_current,
+           coalesce(sum(r.orphan_count)
+                    FILTER (WHERE r.fire_time > now() - interval '24 hours'), 0) AS orphaned_day,
+           count(*) FILTER (WHERE r.status = 'failed'
+                              AND r.fire_time > now() - interval '24 hours') AS failed_day,
+           count(*) FILTER (WHERE r.status = 'failed' AND r.error LIKE '%%attempts exhausted'
+                              AND r.fire_time > now() - interval '24 hours') AS exhausted_day,
+           count(*) FILTER (WHERE r.kind = 'scheduled' AND r.fire_time > j.day_start
+                              AND r.fire_time <= j.settled_end) AS seen_day,
+           count(*) FILTER (WHERE r.kind = 'scheduled' AND r.fire_time > j.history_start
+                              AND r.fire_time <= j.settled_end) AS seen_history,
+           max(r.fire_time) FILTER (WHERE r.kind = 'scheduled' AND r.fire_time > j.history_start
+                                      AND r.fire_time <= j.settled_end) AS latest_seen
+    FROM jobs j
+    JOIN job_runs r ON r.job_name = j.job_name
+    WHERE r.fire_time > least(j.history_start, now() - interval '24 hours')
+       OR r.status IN ('running', 'orphaned')
+    GROUP BY j.job_name
+)
+SELECT j.job_name, j.enabled, j.active_since, j.day_start, j.history_start, j.settled_end,
+       coalesce(c.active_runs, 0) AS active_runs,
+       coalesce(c.orphaned_current, 0) AS orphaned_current,
+       coalesce(c.orphaned_day, 0) AS orphaned_day,
+       coalesce(c.failed_day, 0) AS failed_day,
+       coalesce(c.exhausted_day, 0) AS exhausted_day,
+       coalesce(c.seen_day, 0) AS seen_day,
+       coalesce(c.seen_history, 0) AS seen_history,
+       c.latest_seen,
+       last.fire_time AS last_fire_time, last.status AS last_status, last.attempt AS last_attempt,
+       last.claimed_by AS last_claimed_by, last.started_at AS last_started_at,
+       last.finished_at AS last_finished_at, last.error AS last_error,
+       success.fire_time AS last_successful_time,
+       (SELECT count(*) FROM agents a
+        WHERE a.stopped_at IS NULL
+          AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
+          AND j.job_name = ANY (a.handlers)) AS live_agents,
+       now() AS db_now
+FROM jobs j
+LEFT JOIN counted c ON c.job_name = j.job_name
+LEFT JOIN LATERAL (
+    SELECT r.fire_time, r.status, r.attempt, r.claimed_by, r.started_at, r.finished_at, r.error
+    FROM job_runs r
+    WHERE r.job_name = j.job_name AND r.status <> 'pending'
+    ORDER BY r.fire_time DESC
+    LIMIT 1
+) last ON true
+LEFT JOIN LATERAL (
+    SELECT r.fire_time FROM job_runs r
+    WHERE r.job_name = j.job_name AND r.status = 'done'
+    ORDER BY r.fire_time DESC
+    LIMIT 1
+) success ON true
