@@ -64,7 +64,8 @@ def test_apply_writes_every_claimschedule_and_schedules_lists_next_fire_times(
             "minute field '61'",
         ),
         (
-            "kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '@daily', timeZone: Mars/Base}",
+            "kind: ClaimSchedule\nmetadata: {name: x}\n"
+            "spec: {schedule: '@daily', timeZone: Mars/Base}",
             "unknown time zone 'Mars/Base'",
         ),
         ("kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '@every 0s'}", "@every"),
@@ -87,7 +88,7 @@ def test_apply_writes_every_claimschedule_and_schedules_lists_next_fire_times(
 def test_bad_input_is_one_clear_line_and_writes_nothing(
     dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
 ) -> None:
-    code, out, err = _apply(tmp_path, GOOD + "---\n" + text, dsn, capsys)
+    code, _, err = _apply(tmp_path, GOOD + "---\n" + text, dsn, capsys)
     assert code == 1 and message in err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert sql(dsn, "SELECT count(*) FROM job_schedule") == [(0,)]

@@ -1,4 +1,4 @@
-"""Migrations: the chain equals schema.sql, runs once under concurrency, and versions are checked."""
+"""Migrations: the chain equals schema.sql, runs once under concurrency, versions are checked."""
 
 from __future__ import annotations
 
@@ -94,15 +94,18 @@ def test_an_older_or_newer_schema_is_refused_with_a_clear_error(store: Store) ->
 def test_maintenance_moves_strays_out_of_the_default_partition_and_drops_old_history(
     store: Store,
 ) -> None:
-    ahead = "date_trunc('month', now()) + interval '2 months'"
-    partition = sql(store.dsn, f"SELECT 'job_runs_p' || to_char({ahead}, 'YYYYMM')")[0][0]
-    sql(store.dsn, f"DROP TABLE {partition}")
+    ahead = sql(store.dsn, "SELECT date_trunc('month', now()) + interval '2 months'")[0][0]
+    partition = f"job_runs_p{ahead:%Y%m}"
+    with psycopg.connect(store.dsn, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("DROP TABLE claimsched.{}").format(
+            psycopg.sql.Identifier(partition)))
     sql(store.dsn, "INSERT INTO job_schedule (job_name, schedule) VALUES ('j', '@daily')")
     sql(
         store.dsn,
         "INSERT INTO job_runs (job_name, fire_time, status) VALUES "
-        f"('j', {ahead} + interval '3 days', 'done'), "
+        "('j', %s + interval '3 days', 'done'), "
         "('j', now() - interval '200 days', 'done'), ('j', now(), 'done')",
+        [ahead],
     )
     summary = Store(store.dsn).maintain(retention_days=90)
     assert summary["partitions_created"] == [partition]
