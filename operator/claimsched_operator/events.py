@@ -1,0 +1,62 @@
+"""Kubernetes Events on transitions only: what changed between the stored status and the new
+observation, never a repeat of the same state."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .status import Observation
+
+NORMAL, WARNING = "Normal", "Warning"
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    reason: str
+    message: str
+
+
+def _count(status: Mapping[str, Any], field: str, sub: str) -> int | None:
+    value = (status.get(field) or {}).get(sub)
+    return int(value) if value is not None else None
+
+
+def transitions(
+    job: str,
+    old: Mapping[str, Any],
+    new: Observation,
+    previous: Observation | None,
+    agents_were_available: bool | None,
+) -> list[Event]:
+    """The Events that the change from the stored status `old` to `new` deserves."""
+    found: list[Event] = []
+    status = new.status
+    old_orphans = _count(old, "orphanedRuns", "last24h")
+    if old_orphans is not None and status.orphaned_runs.last24h > old_orphans:
+        found.append(Event(WARNING, "RunOrphaned", (
+            f"job {job}: {status.orphaned_runs.last24h - old_orphans} run(s) lost their lease "
+            f"(orphaned now: {status.orphaned_runs.current}); another agent reclaims them")))
+    exhausted = 0
+    if previous is not None and new.exhausted_day > previous.exhausted_day:
+        exhausted = new.exhausted_day - previous.exhausted_day
+        found.append(Event(WARNING, "AttemptsExhausted", (
+            f"job {job}: {exhausted} run(s) failed after exhausting their attempts")))
+    old_failed = _count(old, "failedRuns", "last24h")
+    if old_failed is not None and status.failed_runs.last24h - old_failed > exhausted:
+        last = status.last_run
+        detail = f": {last.error}" if last and last.status == "failed" and last.error else ""
+        found.append(Event(WARNING, "RunFailed", f"job {job}: a run failed{detail}"[:1024]))
+    old_missed = _count(old, "missedRuns", "total")
+    if old_missed is not None and status.missed_runs.total > old_missed:
+        when = status.missed_runs.last_missed_time
+        found.append(Event(WARNING, "Missed", (
+            f"job {job}: {status.missed_runs.total - old_missed} occurrence(s) never ran"
+            + (f" (latest {when})" if when else ""))))
+    available = status.live_agents > 0
+    if not available and new.enabled and agents_were_available is not False:
+        found.append(Event(WARNING, "NoLiveAgent", (
+            f"no live agent has a handler for job {job}: its occurrences will not run")))
+    return found

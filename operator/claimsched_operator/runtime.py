@@ -1,0 +1,116 @@
+"""The operator's shared state and its named background loops: status refresh (one aggregate
+statement per database per interval) and maintenance."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+from claimsched.errors import ClaimschedError
+
+from . import metrics, status
+from .catalog import Catalog
+from .databases import DEFAULT, Databases
+from .health import HealthServer
+from .settings import OperatorSettings
+
+log = logging.getLogger("claimsched.operator")
+
+
+@dataclass
+class Runtime:
+    """Everything the handlers share, kept in kopf's memo."""
+
+    config: OperatorSettings
+    databases: Databases
+    catalog: Catalog = field(default_factory=Catalog)
+    counter: status.OccurrenceCounter = field(default_factory=status.OccurrenceCounter)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    health: HealthServer | None = None
+
+    @classmethod
+    def create(cls, config: OperatorSettings) -> Runtime:
+        return cls(config, Databases(config.schema_name, config.default_dsn))
+
+    # -- loops ---------------------------------------------------------------------------------
+
+    def refresh_once(self) -> None:
+        """Refresh every database's observations (blocking; runs in a worker thread)."""
+        previous: dict[str, status.Observation] = {}
+        for key, entries in self.catalog.by_database().items():
+            store = self.databases.existing(key)
+            if store is None:
+                continue
+            schedules = {e.job_name: e.schedule for e in entries if e.schedule is not None}
+            for e in entries:
+                seen = self.catalog.observation(e)
+                if seen is not None:
+                    previous[e.job_name] = seen
+            missed = {job: o.status.missed_runs.last_missed_time for job, o in previous.items()}
+            started = time.monotonic()
+            try:
+                observed = status.refresh(
+                    store, schedules, self.counter, self.config.retention_days, missed
+                )
+            except ClaimschedError as exc:
+                log.warning("status refresh of database %s failed: %s", key, exc,
+                            extra={"action": "refresh", "database": key})
+                continue
+            metrics.REFRESH_SECONDS.labels(key).observe(time.monotonic() - started)
+            metrics.REFRESH_STATEMENTS.labels(key).set(1)
+            metrics.MANAGED_SCHEDULES.labels(key).set(len(schedules))
+            self.catalog.publish(key, observed)
+
+    async def _refresh_loop(self) -> None:
+        interval = self.config.status_interval_seconds
+        while True:
+            await asyncio.to_thread(self.refresh_once)
+            await asyncio.sleep(interval)
+
+    async def _maintenance_loop(self) -> None:
+        interval = self.config.maintenance_interval_seconds
+        while True:
+            await asyncio.to_thread(
+                self.databases.maintain_due, interval, self.config.retention_days
+            )
+            await asyncio.sleep(min(interval, 60.0))
+
+    def alive(self) -> tuple[bool, str]:
+        for task in self.tasks:
+            if task.done():
+                return False, f"background task {task.get_name()} stopped"
+        return True, "ok"
+
+    def ready(self) -> bool:
+        if not self.config.default_dsn:
+            return True  # only databaseRef resources: nothing to check up front
+        try:
+            self.databases.get(DEFAULT).db_now()
+        except ClaimschedError:
+            return False
+        return True
+
+    async def start(self) -> None:
+        for name, loop in (("status-refresh", self._refresh_loop),
+                           ("maintenance", self._maintenance_loop)):
+            task = asyncio.create_task(loop(), name=f"claimsched-{name}")
+            task.add_done_callback(_report_death)
+            self.tasks.append(task)
+        self.health = HealthServer(self.config.health_port, self.alive, self.ready)
+        await self.health.start()
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self.health is not None:
+            await self.health.stop()
+        await asyncio.to_thread(self.databases.close)
+
+
+def _report_death(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.critical("background task %s died: %r", task.get_name(), task.exception(),
+                     extra={"action": "task_died"})
