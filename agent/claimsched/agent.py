@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from . import metrics
 from .claims import Planner
 from .clock import DbClock
-from .db import Store
+from .db import SCHEMA_VERSION, Store
 from .db.store import NOTIFY_RUNS, NOTIFY_SCHEDULES
 from .errors import ClaimschedError, ConfigurationError, DatabaseError, InvalidSchedule
 from .leases import Heartbeat
@@ -33,6 +33,9 @@ from .version import __version__
 from .workers import Handler, Workers
 
 H = TypeVar("H", bound=Handler)
+
+RETRY_WAIT = 0.5  # seconds before retrying an occurrence that was deferred (Forbid, busy)
+FULL_WAIT = 5.0  # seconds to sleep with every slot busy; a finishing run wakes the loop earlier
 
 
 class Agent:
@@ -81,6 +84,7 @@ class Agent:
         self._stopping = threading.Event()
         self._dirty = True
         self._reclaim = True
+        self._catch_up = False
         self._next_retry: float | None = None
         self._refreshed_at = 0.0
         self.fatal: BaseException | None = None
@@ -134,10 +138,10 @@ class Agent:
             raise ConfigurationError("the agent has no jobs: register handlers with @agent.job")
         self.store.open(timeout=10.0)
         try:
-            if (self.settings.migrate and self.store.schema_version() is None) or (
-                self.settings.migrate and self._schema_behind()
-            ):
-                self.store.migrate()
+            if self.settings.migrate:
+                found = self.store.schema_version()
+                if found is None or found < SCHEMA_VERSION:
+                    self.store.migrate()
             self.store.check_version()
             for spec in self._declared.values():
                 self.store.upsert_schedule(spec)
@@ -162,12 +166,6 @@ class Agent:
             extra={"action": "start"},
         )
 
-    def _schema_behind(self) -> bool:
-        from .db import SCHEMA_VERSION
-
-        found = self.store.schema_version()
-        return found is not None and found < SCHEMA_VERSION
-
     def stop(self, grace: float | None = None) -> None:
         """Stop claiming; let running handlers finish within the grace; hand back the rest."""
         if not self._started:
@@ -177,6 +175,7 @@ class Agent:
         self._stopping.set()
         self._wake.set()
         self.heartbeat.kick()
+        self.supervisor.join_one("claimsched-claims")
         deadline = time.monotonic() + grace
         while self.workers.slots() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -227,7 +226,6 @@ class Agent:
             while not self._stopping.wait(1.0):
                 pass
         finally:
-            self._stopping.clear() if not self._started else None
             self.stop()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -239,7 +237,7 @@ class Agent:
         self._wake.set()
 
     def _recovered(self) -> None:
-        self.planner.forget()
+        self._catch_up = True
         self._dirty = True
         self._reclaim = True
         self._wake.set()
@@ -267,6 +265,9 @@ class Agent:
 
     def _claim_pass(self) -> float:
         """One wake-up: re-read schedules if needed, reclaim, claim. Returns seconds to sleep."""
+        if self._catch_up:
+            self._catch_up = False
+            self.planner.forget()
         if (
             self._dirty
             or time.monotonic() - self._refreshed_at > self.settings.schedule_refresh_seconds
@@ -281,7 +282,9 @@ class Agent:
                 self._start(lease, "reclaimed")
         pending = False
         capacity = self.workers.free()
-        if capacity and self._schedules:
+        if not capacity:
+            return FULL_WAIT  # a finishing run wakes the loop
+        if self._schedules:
             candidates = self.planner.plan(self._schedules, self.clock.now())
             if candidates:
                 sent = time.time()
@@ -295,7 +298,7 @@ class Agent:
                 if any(r.outcome == "not_due" for r in results):
                     return 0.01
         if pending:
-            return 0.5 if self.workers.free() else 5.0
+            return RETRY_WAIT if self.workers.free() else FULL_WAIT
         return self._sleep_seconds()
 
     def _sleep_seconds(self) -> float:

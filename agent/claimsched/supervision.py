@@ -35,6 +35,11 @@ class Supervisor:
         thread.start()
         return thread
 
+    def join_one(self, name: str, timeout: float = 10.0) -> None:
+        for thread in self.threads:
+            if thread.name == name and thread is not threading.current_thread():
+                thread.join(timeout)
+
     def join(self, timeout: float = 10.0) -> None:
         current = threading.current_thread()
         for thread in self.threads:

@@ -19,6 +19,7 @@ from .runs import Run
 from .supervision import DatabaseHealth
 
 Handler = Callable[[Run], Any]
+_NOTHING = object()
 
 
 @dataclass
@@ -129,36 +130,44 @@ class Workers:
             return self._loop
 
     def completer(self, stopping: threading.Event) -> None:
-        """Record finished runs, many per statement; keeps retrying while the database is down."""
+        """Record finished runs, many per statement; retries while the database is down.
+
+        On close it flushes what is left; if the database is still down then, those runs are
+        left to their leases (they expire, are reclaimed, and effects stay idempotent).
+        """
         pending: list[Completion] = []
-        while True:
-            item = self._done.get()
-            if item is None and not pending:
-                return
-            if item is not None:
-                pending.append(item)
+        closing = False
+        retry_in: float | None = None
+        while not (closing and not pending):
+            item: object
+            try:
+                item = self._done.get(timeout=retry_in)
+            except queue.Empty:
+                item = _NOTHING
             while True:
+                if item is None:
+                    closing = True
+                elif isinstance(item, Completion):
+                    pending.append(item)
                 try:
-                    extra = self._done.get_nowait()
+                    item = self._done.get_nowait()
                 except queue.Empty:
                     break
-                if extra is None:
-                    self._done.put(None)
-                    break
-                pending.append(extra)
+            if not pending:
+                continue
             try:
                 recorded = self._agent.store.complete(self._agent.agent_id, pending)
-                self._health.succeeded()
             except DatabaseError as exc:
-                delay = self._health.failed(exc)
-                if stopping.wait(delay) and item is None:
+                retry_in = self._health.failed(exc)
+                if closing:
+                    self._log.error("%d completion(s) not recorded: %s", len(pending), exc)
                     return
                 continue
+            self._health.succeeded()
+            retry_in = None
             for done in pending:
                 self._recorded(done, done.lease.id in recorded, recorded.get(done.lease.id))
             pending = []
-            if item is None:
-                return
 
     def _recorded(self, done: Completion, owned: bool, retry_at: Any) -> None:
         lease = done.lease
