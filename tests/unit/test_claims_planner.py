@@ -1,0 +1,109 @@
+"""The planner: which occurrences a replica proposes, per catch-up and concurrency policy."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from claimsched.claims import MISSED_LATEST, MISSED_NONE, SUPERSEDED, Planner
+from claimsched.records import ClaimResult
+from claimsched.specs import ScheduleRecord
+
+NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def record(**fields: object) -> ScheduleRecord:
+    base: dict[str, object] = {
+        "job_name": "job",
+        "schedule": "@every 10s",
+        "catch_up_window_seconds": 60,
+        "active_since": NOW - timedelta(days=1),
+        "updated_at": NOW,
+    }
+    return ScheduleRecord(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def plan(planner: Planner, rec: ScheduleRecord, now: datetime = NOW) -> list[tuple[str, str]]:
+    candidates = planner.plan({rec.job_name: (rec, rec.parsed)}, now)
+    return [(c.fire_time.strftime("%M:%S"), c.want) for c in candidates]
+
+
+def test_a_fresh_agent_with_policy_latest_runs_the_newest_and_records_the_rest_as_skipped() -> None:
+    candidates = Planner().plan({"job": (record(), record().parsed)}, NOW)
+    assert [(c.fire_time.second, c.want) for c in candidates][-2:] == [
+        (50, "skipped"),
+        (0, "running"),
+    ]
+    assert len(candidates) == 6
+    assert {c.reason for c in candidates if c.want == "skipped"} == {MISSED_LATEST}
+
+
+def test_policy_all_proposes_every_missed_occurrence_inside_the_window() -> None:
+    rec = record(catch_up_policy="All", concurrency_policy="Allow")
+    assert plan(Planner(), rec) == [
+        (f"{m:02d}:{s:02d}", "running")
+        for m, s in [(59, 10), (59, 20), (59, 30), (59, 40), (59, 50), (0, 0)]
+    ]
+
+
+def test_policy_all_with_forbid_proposes_the_backlog_one_at_a_time() -> None:
+    rec = record(catch_up_policy="All")
+    candidates = Planner().plan({"job": (rec, rec.parsed)}, NOW)
+    assert len(candidates) == 1 and not candidates[0].latest
+
+
+def test_policy_none_skips_an_occurrence_older_than_the_misfire_grace() -> None:
+    rec = record(catch_up_policy="None")
+    late = NOW + timedelta(seconds=9)
+    assert plan(Planner(misfire_grace=timedelta(seconds=5)), rec, late)[-1] == ("00:00", "skipped")
+    assert plan(Planner(misfire_grace=timedelta(seconds=5)), rec, NOW)[-1] == ("00:00", "running")
+    skipped = Planner().plan({"job": (rec, rec.parsed)}, NOW)[0]
+    assert skipped.reason == MISSED_NONE
+
+
+def test_replace_supersedes_older_occurrences() -> None:
+    rec = record(concurrency_policy="Replace", catch_up_policy="All")
+    candidates = Planner().plan({"job": (rec, rec.parsed)}, NOW)
+    assert {c.reason for c in candidates[:-1]} == {SUPERSEDED} and candidates[-1].want == "running"
+
+
+def test_nothing_before_the_schedule_became_active_is_proposed() -> None:
+    rec = record(active_since=NOW - timedelta(seconds=25))
+    assert plan(Planner(), rec) == [
+        ("59:40", "skipped"),
+        ("59:50", "skipped"),
+        ("00:00", "running"),
+    ]
+
+
+def test_settled_outcomes_advance_the_cursor_and_blocked_ones_do_not() -> None:
+    planner = Planner()
+    rec = record(catch_up_policy="All", concurrency_policy="Allow")
+    plan(planner, rec)
+    times = [NOW - timedelta(seconds=s) for s in (20, 10, 0)]
+    outcomes = ["taken", "no_capacity", "claimed"]
+    pending = planner.learn(
+        ClaimResult("job", t, o, None)
+        for t, o in zip(times, outcomes, strict=True)  # type: ignore[arg-type]
+    )
+    assert pending and planner.cursors["job"] == times[0]
+    assert plan(planner, rec) == [("59:50", "running"), ("00:00", "running")]
+    assert planner.next_due({"job": (rec, rec.parsed)}, NOW) == times[1]
+
+
+def test_a_changed_schedule_or_a_forgotten_cursor_looks_back_over_the_window_again() -> None:
+    planner = Planner()
+    rec = record()
+    assert len(plan(planner, rec)) == 6
+    planner.learn([ClaimResult("job", NOW, "claimed", None)])
+    assert plan(planner, rec) == []
+    planner.forget()
+    assert len(plan(planner, rec)) == 6
+    planner.learn([ClaimResult("job", NOW, "claimed", None)])
+    assert len(plan(planner, record(schedule="@every 20s"))) == 3
+
+
+def test_a_disabled_schedule_proposes_nothing_and_is_never_due() -> None:
+    rec = record(enabled=False)
+    planner = Planner()
+    assert plan(planner, rec) == []
+    assert planner.next_due({"job": (rec, rec.parsed)}, NOW) is None
