@@ -15,11 +15,12 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .demo_app import EFFECTS, SETTLE
+from .demo_app import BATCHES, EFFECTS
 
 _FIELD = re.compile(r"\b(agent|job|fire_time|attempt|action)=(\S+)")
 _LEVEL = re.compile(r"^\S+ \S+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) (\S+): (.*)$")
 Key = tuple[str, datetime]
+Effects = dict[Key, list[tuple[str, str, int]]]  # (job, fire time) -> [(entity, agent, attempt)]
 
 STATE_STYLE = {"running": "green", "killed": "bold red", "paused": "bold yellow",
                "stopped": "dim", "exited": "red"}
@@ -29,6 +30,34 @@ STATUS_STYLE = {"done": "green", "running": "yellow", "orphaned": "bold red", "f
 
 def hms(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%H:%M:%S")
+
+
+def effects_by_key(rows: Iterable[tuple[Any, ...]]) -> Effects:
+    """The demo ledger's rows, grouped by occurrence."""
+    effects: Effects = defaultdict(list)
+    for job, fire_time, entity, agent, attempt in rows:
+        effects[(job, fire_time)].append((entity, agent, attempt))
+    return effects
+
+
+def fault_notes(
+    killed: tuple[str, Key] | None, paused: tuple[str, Key] | None,
+    reclaimed: dict[Key, tuple[str, int]],
+) -> dict[Key, str]:
+    """What the demo did to these occurrences, for the "what happened" column."""
+    notes: dict[Key, str] = {}
+    if killed:
+        name, key = killed
+        notes[key] = f"{name} killed after {BATCHES[0]}"
+        if key in reclaimed:
+            notes[key] += (f"; orphan reclaimed by {reclaimed[key][0]} "
+                           f"(attempt {reclaimed[key][1]}), {BATCHES[0]} not redone")
+    if paused:
+        name, key = paused
+        notes[key] = f"{name} paused past its lease"
+        if key in reclaimed:
+            notes[key] += f"; taken over by {reclaimed[key][0]}"
+    return notes
 
 
 @dataclass
@@ -146,7 +175,7 @@ class Frame:
     phase: str
     replicas: list[tuple[str, int, str]]
     runs: list[dict[str, Any]]
-    effects: dict[Key, list[tuple[str, str, int]]]
+    effects: Effects
     seen: Observations
     events: Sequence[tuple[float, str]]
     notes: dict[Key, str]
@@ -205,10 +234,12 @@ def _occurrences(frame: Frame, limit: int) -> Table:
     return table
 
 
-def render(frame: Frame, height: int) -> RenderableType:
+def render(frame: Frame, height: int, all_events: bool = False) -> RenderableType:
     header = Text.assemble(
         (frame.title, "bold"), "  ", (f"{frame.elapsed:5.1f}s / {frame.duration:.0f}s", "cyan"),
-        "  ", (frame.phase, "italic"),
+        "  ", (frame.phase, "italic"), "\n",
+        ("Every replica races to insert each occurrence (UNIQUE job, fire time); the one insert "
+         "that succeeds runs it. Effects are receipts + ledger rows, in one transaction.", "dim"),
     )
     fleet = Table(title="replicas", title_justify="left")
     for column in ("replica", "pid", "state", "runs started", "running now"):
@@ -231,8 +262,9 @@ def render(frame: Frame, height: int) -> RenderableType:
                                             + frame.seen.refused_effect_count))
     top = Table.grid(padding=(0, 4))
     top.add_row(fleet, Panel(totals, title="so far", border_style="dim"))
-    events = Text("\n").join(Text(f"{t:5.1f}s  {text}") for t, text in frame.events[-10:])
-    rows = max(4, height - len(frame.replicas) - 30)
+    shown = frame.events if all_events else frame.events[-10:]
+    events = Text("\n").join(Text(f"{t:5.1f}s  {text}") for t, text in shown)
+    rows = max(4, height - len(frame.replicas) - 31)
     return Group(header, top, _occurrences(frame, rows),
                  Panel(events or Text("(nothing yet)", style="dim"), title="events",
                        title_align="left", border_style="dim"))
