@@ -99,10 +99,16 @@ def register(config: OperatorSettings, registry: kopf.OperatorRegistry) -> None:
         settings.networking.request_timeout = 30
         settings.execution.max_workers = 8
         runtime = Runtime.create(config)
+        runtime.kopf_settings = settings
         memo["runtime"] = runtime
         metrics.serve(config.metrics_port)
         await runtime.start()
         log.info("claimsched operator started", extra={"action": "startup"})
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        """The pod's service account in a cluster, else the kubeconfig (no client library)."""
+        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:
@@ -116,10 +122,9 @@ def register(config: OperatorSettings, registry: kopf.OperatorRegistry) -> None:
     async def reconcile(
         *, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status,
         namespace: str | None, name: str, patch: kopf.Patch, memo: Any,
-        logger: kopf.Logger, **kwargs: Any,
+        logger: kopf.Logger, **_: Any,
     ) -> None:
         runtime: Runtime = memo["runtime"]
-        settings: kopf.OperatorSettings = kwargs["settings"]
         owner = f"{namespace}/{name}"
         job = _job_name(spec, name)
         generation = meta.get("generation")
@@ -146,7 +151,8 @@ def register(config: OperatorSettings, registry: kopf.OperatorRegistry) -> None:
                         "spec.databaseRef is disabled in this operator "
                         "(CLAIMSCHED_OPERATOR_DATABASE_REFS=false)")
                 key = secret_key(namespace, parsed.database_ref)
-                dsn = await read_secret_dsn(namespace, parsed.database_ref, settings, logger)
+                dsn = await read_secret_dsn(
+                    namespace, parsed.database_ref, runtime.kopf_settings, logger)
             store = await asyncio.to_thread(runtime.databases.get, key, dsn)
             outcome = await asyncio.to_thread(sync_schedule, store, job_spec)
         except InvalidSpec as exc:

@@ -8,6 +8,8 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+import kopf
+
 from claimsched.errors import ClaimschedError
 
 from . import metrics, status
@@ -29,6 +31,7 @@ class Runtime:
     counter: status.OccurrenceCounter = field(default_factory=status.OccurrenceCounter)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     health: HealthServer | None = None
+    kopf_settings: kopf.OperatorSettings = field(default_factory=kopf.OperatorSettings)
 
     @classmethod
     def create(cls, config: OperatorSettings) -> Runtime:

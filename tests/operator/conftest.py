@@ -1,0 +1,190 @@
+"""Fixtures for the operator's tests: the emulator, a client playing kubectl, and the real
+`claimsched-operator` console script as a subprocess (killed in teardown)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kubernetes
+import pytest
+from kubernetes.client.rest import ApiException
+from tests.helpers.kube_emulator import Served, serve_emulator
+
+T = TypeVar("T")
+GROUP, VERSION, PLURAL, NS = "claimsched.io", "v1alpha1", "claimschedules", "default"
+OPERATOR = Path(sys.executable).parent / "claimsched-operator"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def eventually(probe: Callable[[], T | None], what: str, timeout: float = 20,
+               log: Callable[[], str] | None = None) -> T:
+    """Poll until `probe` answers something truthy; fail naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = probe()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}"
+                        + (f"\n{log()[-6000:]}" if log else ""))
+        time.sleep(0.05)
+
+
+@dataclass
+class Operator:
+    """The real operator process; start/kill/restart it, read its log."""
+
+    served: Served
+    dsn: str
+    folder: Path
+    env: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    health_port: int = 0
+
+    def start(self) -> Operator:
+        self.starts += 1
+        self.health_port = free_port()
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("KUBERNETES_", "CLAIMSCHED_"))}
+        env.update({
+            "KUBECONFIG": str(self.served.kubeconfig),
+            "CLAIMSCHED_DSN": self.dsn,
+            "CLAIMSCHED_OPERATOR_STATUS_INTERVAL_SECONDS": "0.5",
+            "CLAIMSCHED_OPERATOR_HEALTH_PORT": str(self.health_port),
+            "CLAIMSCHED_OPERATOR_METRICS_PORT": "0",
+            "POD_NAME": "claimsched-operator-0",
+            **self.env,
+        })
+        log = self.folder / f"operator-{self.starts}.log"
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [str(OPERATOR), "--verbose"], stdout=out, stderr=subprocess.STDOUT,
+                env=env, cwd=self.folder)
+        eventually(self._healthy, "the operator's /healthz", log=self.log)
+        return self
+
+    def _healthy(self) -> bool:
+        assert self.process is not None
+        assert self.process.poll() is None, f"operator exited:\n{self.log()[-4000:]}"
+        try:
+            url = f"http://127.0.0.1:{self.health_port}/healthz"
+            with urllib.request.urlopen(url, timeout=1) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def log(self) -> str:
+        return "\n".join(p.read_text(errors="replace")
+                         for p in sorted(self.folder.glob("operator-*.log")))
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    with serve_emulator(tmp_path) as served:
+        yield served
+
+
+@pytest.fixture
+def client(served: Served) -> Iterator[kubernetes.client.ApiClient]:
+    api_client = kubernetes.config.new_client_from_config(config_file=str(served.kubeconfig))
+    try:
+        yield api_client
+    finally:
+        api_client.close()
+
+
+@pytest.fixture
+def api(client: kubernetes.client.ApiClient) -> kubernetes.client.CustomObjectsApi:
+    return kubernetes.client.CustomObjectsApi(client)
+
+
+@pytest.fixture
+def operator(served: Served, dsn: str, tmp_path: Path) -> Iterator[Operator]:
+    """Not started: call .start() (after setting .env) in the test."""
+    op = Operator(served, dsn, tmp_path)
+    try:
+        yield op
+    except BaseException:
+        print(op.log()[-8000:])
+        raise
+    finally:
+        op.kill()
+
+
+def claimschedule(name: str, schedule: str = "@every 1s", **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ClaimSchedule",
+            "metadata": {"name": name}, "spec": {"schedule": schedule, **spec}}
+
+
+def create(api: kubernetes.client.CustomObjectsApi, doc: dict[str, Any],
+           namespace: str = NS) -> dict[str, Any]:
+    return dict(api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, doc))
+
+
+def patch(api: kubernetes.client.CustomObjectsApi, name: str, body: dict[str, Any],
+          namespace: str = NS) -> dict[str, Any]:
+    return dict(api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, body))
+
+
+def delete(api: kubernetes.client.CustomObjectsApi, name: str, namespace: str = NS) -> None:
+    api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+
+def fetch(api: kubernetes.client.CustomObjectsApi, name: str,
+          namespace: str = NS) -> dict[str, Any] | None:
+    try:
+        return dict(api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name))
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def status(api: kubernetes.client.CustomObjectsApi, name: str) -> dict[str, Any]:
+    obj = fetch(api, name)
+    return dict((obj or {}).get("status") or {})
+
+
+def condition(api: kubernetes.client.CustomObjectsApi, name: str, type_: str
+              ) -> dict[str, Any] | None:
+    for c in status(api, name).get("conditions") or []:
+        if c["type"] == type_:
+            return dict(c)
+    return None
+
+
+def events(served: Served, reason: str | None = None, name: str | None = None
+           ) -> list[dict[str, Any]]:
+    """Events the operator posted (successfully), oldest first."""
+    found = []
+    for x in served.emulator.sent("POST"):
+        if not x.path.endswith("/events") or x.status not in (200, 201):
+            continue
+        body = x.body if isinstance(x.body, dict) else {}
+        if reason and body.get("reason") != reason:
+            continue
+        if name and (body.get("involvedObject") or {}).get("name") != name:
+            continue
+        found.append(body)
+    return found
