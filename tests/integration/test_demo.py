@@ -1,0 +1,157 @@
+"""`claimsched demo`, run as a user would: the verdict holds and nothing is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from claimsched import demo_app as app
+from claimsched.demo import verdict
+from claimsched.demo_view import Observations, effects_by_key
+from claimsched.schedules import parse_schedule
+
+
+def _demo(*args: str, cwd: Path, timeout: float = 240) -> tuple[int, dict[str, Any] | None, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMSCHED_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "claimsched.cli", "demo", "--json", *args],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+    )
+    summary = json.loads(result.stdout) if result.stdout.strip() else None
+    return result.returncode, summary, result.stderr
+
+
+def _assert_held(code: int, summary: dict[str, Any] | None, stderr: str) -> dict[str, Any]:
+    assert summary is not None, stderr[-3000:]
+    assert summary["held"] and code == 0, (summary["reasons"], stderr[-3000:])
+    assert summary["effects"]["duplicates"] == 0
+    assert summary["occurrences"]["missed"] == 0
+    assert summary["occurrences"]["expected"] == summary["occurrences"]["seen"] > 0
+    assert summary["orphans_reclaimed"] >= 1
+    assert summary["fenced"]["completions_refused"] >= 1
+    assert summary["fenced"]["effects_refused"] >= 1
+    killed, paused = summary["faults"]["killed"], summary["faults"]["paused"]
+    assert killed and paused and killed["replica"] != paused["replica"]
+    return summary
+
+
+def _gone(pid: int) -> bool:
+    """No such process (a zombie waiting for a reaper that is not ours counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in {"Z", "X"}
+
+
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return all(_gone(pid) for pid in _pids_in_group(pgid))
+
+
+def _pids_in_group(pgid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                found.append(int(entry.name))
+    return found
+
+
+def _cmdlines_mentioning(text: str) -> list[str]:
+    hits = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and not _gone(int(entry.name)):
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in cmdline:
+                hits.append(f"{entry.name}: {cmdline}")
+    return hits
+
+
+@pytest.mark.slow
+def test_the_demo_shows_exactly_once_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    code, summary, stderr = _demo("--duration", "20", cwd=tmp_path)
+    summary = _assert_held(code, summary, stderr)
+    assert summary["database"]["embedded"] is True
+    assert summary["replicas"] == 3 and summary["faults"]["restarted"]
+    processes = summary["processes"]
+    assert processes["postgres"] and _gone(processes["postgres"])
+    for name, pid in processes["replicas"].items():
+        assert _gone(pid) and _group_gone(pid), f"replica {name} (pid {pid}) is still there"
+    data_dir = summary["database"]["data_dir"]
+    assert not Path(data_dir).exists()
+    assert _cmdlines_mentioning(data_dir) == []
+    assert "logs" not in summary  # kept only when the verdict fails
+
+
+@pytest.mark.slow
+def test_the_demo_uses_its_own_schema_in_a_given_database(dsn: str, tmp_path: Path) -> None:
+    code, summary, stderr = _demo("--dsn", dsn, "--duration", "5", cwd=tmp_path)
+    summary = _assert_held(code, summary, stderr)
+    assert summary["database"]["embedded"] is False
+    assert summary["database"]["schema"] == "claimsched_demo"
+    assert all(_gone(pid) for pid in summary["processes"]["replicas"].values())
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ours = conn.execute("SELECT count(*) FROM claimsched.job_schedule").fetchone()
+        theirs = conn.execute(
+            "SELECT count(DISTINCT job_name) FROM claimsched_demo.job_runs").fetchone()
+        ledger = conn.execute("SELECT to_regclass('public.demo_ledger')").fetchone()
+    assert ours == (0,), "the database's own claimsched schema was not touched"
+    assert theirs == (len(app.SCHEDULES),)
+    assert ledger == (None,)
+
+
+def test_the_demo_leaves_a_schema_it_did_not_make_alone(dsn: str, tmp_path: Path) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA app_jobs")
+        conn.execute("CREATE TABLE app_jobs.precious (id int)")
+    code, summary, stderr = _demo("--dsn", dsn, "--schema", "app_jobs", cwd=tmp_path, timeout=60)
+    assert code == 1 and summary is None
+    assert "was not made by the demo" in stderr
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT to_regclass('app_jobs.precious')").fetchone() != (None,)
+
+
+def test_the_verdict_fails_on_a_duplicate_effect_or_a_missed_occurrence() -> None:
+    since = datetime(2030, 1, 1, tzinfo=UTC)
+    end = since + timedelta(seconds=10)
+    windows = {app.REPORT: (parse_schedule("@every 2s"), since)}
+    fire_times = parse_schedule("@every 2s").between(since, end)
+    runs = [{"job_name": app.REPORT, "fire_time": t, "kind": "scheduled", "status": "done",
+             "attempt": 2 if i == 0 else 1, "orphan_count": 1 if i == 0 else 0}
+            for i, t in enumerate(fire_times)]
+    ledger = [(app.REPORT, t, customer, "r1", 1) for t in fire_times for customer in app.CUSTOMERS]
+    seen = Observations()
+    seen.fenced[(app.REPORT, fire_times[0])].append("r2")
+
+    good = verdict(runs, effects_by_key(ledger), windows, end, seen, True)
+    assert good["held"] and good["occurrences"] == {
+        **good["occurrences"], "expected": 5, "seen": 5, "missed": 0}
+
+    twice = verdict(runs, effects_by_key([*ledger, ledger[0]]), windows, end, seen, True)
+    assert not twice["held"] and twice["effects"]["duplicates"] == 1
+    assert twice["checks"]["no_duplicate_effects"] is False
+
+    missed = verdict(runs[1:], effects_by_key(ledger), windows, end, seen, True)
+    assert not missed["held"] and missed["occurrences"]["missed"] == 1
+    assert missed["occurrences"]["by_job"][app.REPORT]["missed"] == [fire_times[0].isoformat()]
