@@ -357,8 +357,12 @@ def parser() -> argparse.ArgumentParser:
     add(
         "maintain", cmd_maintain, "create partitions ahead, drop history past retention"
     ).add_argument("--retention-days", type=int, default=90, help="keep this many days (90)")
-    add("agent", cmd_agent, "run the Agent found at MODULE:ATTR until SIGTERM").add_argument(
-        "target", metavar="MODULE:ATTR"
+    agent = add("agent", cmd_agent, "run the Agent found at MODULE:ATTR until SIGTERM")
+    agent.add_argument("target", metavar="MODULE:ATTR")
+    agent.formatter_class = argparse.RawDescriptionHelpFormatter
+    agent.epilog = "settings (environment):\n" + "\n".join(
+        f"  {field.alias or 'CLAIMSCHED_' + name.upper():36} {field.description}"
+        for name, field in env.items()
     )
     add("apply", cmd_apply, "write the ClaimSchedules of a YAML file to the database").add_argument(
         "file", metavar="FILE.yaml"
