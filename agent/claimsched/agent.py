@@ -35,6 +35,7 @@ from .workers import Handler, Workers
 H = TypeVar("H", bound=Handler)
 
 RETRY_WAIT = 0.5  # seconds before retrying an occurrence that was deferred (Forbid, busy)
+NOT_DUE_WAIT = 0.01  # seconds before asking again when the database said "not due yet"
 FULL_WAIT = 5.0  # seconds to sleep with every slot busy; a finishing run wakes the loop earlier
 
 
@@ -280,25 +281,29 @@ class Agent:
             for lease in self.store.reclaim(self.agent_id, self.handlers, self.workers.free()):
                 metrics.RECLAIMS.labels(lease.job_name).inc()
                 self._start(lease, "reclaimed")
-        pending = False
         capacity = self.workers.free()
         if not capacity:
             return FULL_WAIT  # a finishing run wakes the loop
-        if self._schedules:
-            candidates = self.planner.plan(self._schedules, self.clock.now())
-            if candidates:
-                sent = time.time()
-                db_now, results = self.store.claim(self.agent_id, candidates, capacity)
-                self.clock.observe(db_now, sent, time.time())
-                for result in results:
-                    metrics.CLAIMS.labels(result.job_name, result.outcome).inc()
-                    if result.lease is not None:
-                        self._start(result.lease, "claimed")
-                pending = self.planner.learn(results)
-                if any(r.outcome == "not_due" for r in results):
-                    return 0.01
-        if pending:
-            return RETRY_WAIT if self.workers.free() else FULL_WAIT
+        if not self._schedules:
+            return self._sleep_seconds()
+        candidates = self.planner.plan(self._schedules, self.clock.now())
+        if not candidates:
+            return self._sleep_seconds()
+        sent = time.time()
+        db_now, results = self.store.claim(self.agent_id, candidates, capacity)
+        self.clock.observe(db_now, sent, time.time())
+        for result in results:
+            metrics.CLAIMS.labels(result.job_name, result.outcome).inc()
+            if result.lease is not None:
+                self._start(result.lease, "claimed")
+        blocked = self.planner.learn(results)
+        if "not_due" in blocked:
+            return NOT_DUE_WAIT  # our clock estimate ran ahead; the offset is corrected now
+        if "no_capacity" in blocked:
+            # Races lost to other replicas left slots free: try the remaining ones at once.
+            return 0.0 if self.workers.free() else FULL_WAIT
+        if "deferred" in blocked:
+            return RETRY_WAIT
         return self._sleep_seconds()
 
     def _sleep_seconds(self) -> float:

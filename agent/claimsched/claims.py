@@ -83,19 +83,17 @@ class Planner:
             return [*skipped, Candidate(name, latest, "skipped", reason, True)]
         return [*skipped, Candidate(name, latest)]
 
-    def learn(self, results: Iterable[ClaimResult]) -> bool:
-        """Advance cursors over settled occurrences. True if something is left to retry."""
-        blocked: set[str] = set()
-        pending = False
+    def learn(self, results: Iterable[ClaimResult]) -> set[str]:
+        """Advance cursors over settled occurrences; returns the outcomes that blocked a job."""
+        blocked: dict[str, str] = {}
         for result in sorted(results, key=lambda r: (r.job_name, r.fire_time)):
             if result.job_name in blocked:
                 continue
             if result.outcome in SETTLED:
                 self.cursors[result.job_name] = result.fire_time
             else:
-                blocked.add(result.job_name)
-                pending = pending or result.outcome != "not_due"
-        return pending
+                blocked[result.job_name] = result.outcome
+        return set(blocked.values())
 
     def next_due(
         self, schedules: Mapping[str, tuple[ScheduleRecord, Schedule]], now: datetime

@@ -236,7 +236,10 @@ class Demo:
             self.keep_logs = False
             raise
         except BaseException:
-            self.err.print(f"replica logs kept in {self.folder}", markup=False, highlight=False)
+            self.keep_logs = bool(self.fleet and self.fleet.replicas)
+            if self.keep_logs:
+                self.err.print(f"replica logs kept in {self.folder}", markup=False,
+                               highlight=False)
             raise
         finally:
             with _shielded():

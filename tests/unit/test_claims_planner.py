@@ -85,7 +85,7 @@ def test_settled_outcomes_advance_the_cursor_and_blocked_ones_do_not() -> None:
         ClaimResult("job", t, o, None)
         for t, o in zip(times, outcomes, strict=True)  # type: ignore[arg-type]
     )
-    assert pending and planner.cursors["job"] == times[0]
+    assert pending == {"no_capacity"} and planner.cursors["job"] == times[0]
     assert plan(planner, rec) == [("59:50", "running"), ("00:00", "running")]
     assert planner.next_due({"job": (rec, rec.parsed)}, NOW) == times[1]
 
