@@ -156,3 +156,19 @@ def test_notes_print_a_ready_to_apply_claimschedule_and_how_to_watch_it() -> Non
         assert claimschedule["metadata"]["namespace"] == namespace
         load_crd(CRD_SOURCE).validate(claimschedule)
         assert 'agent.job("nightly-report")' in notes
+
+
+def test_a_dry_run_install_renders_the_same_release() -> None:
+    config = helm_python.Config(storage_driver="memory", namespace=NAMESPACE)
+    try:
+        release = config.install(CHART, "claimsched", MATRIX["everything"], dry_run="client",
+                                 namespace=NAMESPACE)
+    finally:
+        config.close()
+    installed = [doc for doc in yaml.safe_load_all(release["manifest"]) if doc]
+
+    def key(doc: dict[str, Any]) -> tuple[str, str, str]:
+        return doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]
+
+    assert sorted(map(key, installed)) == sorted(map(key, documents(MATRIX["everything"])))
+    assert "kubectl get claimschedules" in release["notes"]

@@ -76,8 +76,6 @@ def test_schema_closes_every_object() -> None:
     objects = object_schemas(schema)
     assert len(objects) > 30
     for path, node in objects:
-        if path == "#/properties/global":
-            continue  # Helm's reserved global values, passed to every chart
         if path.startswith("#/if") or path.startswith("#/then"):
             continue  # conditional constraints, not object declarations
         closed = node.get("additionalProperties")
