@@ -1,0 +1,190 @@
+"""A throwaway Postgres with pg_stat_statements, a database for the agents and one for pgbench,
+and the per-role statement statistics the benchmarks count."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from claimsched.db import Store
+from claimsched.db.queries import queries
+from claimsched.embedded import TemporaryPostgres
+
+from . import sql
+
+SETTINGS = {
+    "shared_preload_libraries": "'pg_stat_statements'",
+    "pg_stat_statements.track": "all",
+    "pg_stat_statements.track_utility": "on",
+    "pg_stat_statements.max": "10000",
+    "max_connections": "400",
+}
+
+
+@dataclass
+class Cluster:
+    """The server, and DSNs for the agents, the operator and the harness (superuser)."""
+
+    pg: TemporaryPostgres
+    admin: psycopg.Connection[Any] = field(init=False)
+
+    @property
+    def agent_dsn(self) -> str:
+        return self.pg.dsn_for(sql.DATABASE, sql.AGENT_ROLE)
+
+    @property
+    def operator_dsn(self) -> str:
+        return self.pg.dsn_for(sql.DATABASE, sql.OPERATOR_ROLE)
+
+    @property
+    def admin_dsn(self) -> str:
+        return self.pg.dsn_for(sql.DATABASE)
+
+    def pgbench_dsn(self, user: str = "postgres") -> str:
+        return self.pg.dsn_for(sql.PGBENCH_DATABASE, user)
+
+    def setup(self) -> None:
+        with psycopg.connect(self.pg.dsn, autocommit=True) as conn:
+            for statement in sql.SETUP_SERVER:
+                conn.execute(statement)
+        for database in (sql.DATABASE, sql.PGBENCH_DATABASE):
+            dsn = self.pg.dsn_for(database, sql.AGENT_ROLE)
+            store = Store(dsn, max_size=1, name="bench-migrate")
+            try:
+                store.migrate()
+            finally:
+                store.close()
+        self.admin = psycopg.connect(self.admin_dsn, autocommit=True)
+        self.admin.execute(sql.SETUP_DATABASE)
+
+    def execute(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+        cur = self.admin.execute(statement, params)  # type: ignore[arg-type]
+        return cur.fetchall() if cur.description else []
+
+    def server_version(self) -> str:
+        return str(self.execute(sql.SERVER_VERSION)[0][0])
+
+    def statements(self, role: str = sql.AGENT_ROLE) -> Snapshot:
+        rows = self.execute(sql.STATEMENT_STATS, {"role": role, "database": sql.DATABASE})
+        return Snapshot({(r[0], r[1]): (r[2], r[3], r[4], r[5]) for r in rows})
+
+    def postmaster_pid(self) -> int:
+        return int((self.pg.data / "postmaster.pid").read_text().split()[0])
+
+    def db_cpu_seconds(self) -> float:
+        """CPU (user + system) of the postmaster and all its children: the server's cost."""
+        parent = self.postmaster_pid()
+        total = cpu_seconds(parent) or 0.0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[1]) == parent:
+                total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        return total
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """utime + stime of a process from /proc/<pid>/stat, in seconds."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def rss_mib(pid: int) -> float | None:
+    """VmRSS of a process from /proc/<pid>/status, in MiB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+@contextmanager
+def cluster() -> Iterator[Cluster]:
+    pg = TemporaryPostgres(settings=SETTINGS)
+    pg.start()
+    try:
+        found = Cluster(pg)
+        found.setup()
+        try:
+            yield found
+        finally:
+            found.admin.close()
+    finally:
+        pg.destroy()
+
+
+# -- statement statistics ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """pg_stat_statements rows of one role: (queryid, toplevel) -> (calls, ms, rows, text)."""
+
+    rows: dict[tuple[int, bool], tuple[int, float, int, str]]
+
+    def since(self, before: Snapshot) -> dict[str, dict[str, float]]:
+        """Statements sent (top level only) between two snapshots, grouped by kind."""
+        kinds: dict[str, dict[str, float]] = {}
+        for key, (calls, ms, rows, text) in self.rows.items():
+            old = before.rows.get(key, (0, 0.0, 0, text))
+            if not key[1] or calls - old[0] <= 0:
+                continue
+            entry = kinds.setdefault(kind_of(text), {"calls": 0, "total_ms": 0.0, "rows": 0})
+            entry["calls"] += calls - old[0]
+            entry["total_ms"] += ms - old[1]
+            entry["rows"] += rows - old[2]
+        return dict(sorted(kinds.items(), key=lambda item: -item[1]["calls"]))
+
+
+_LITERALS = re.compile(
+    r"'(?:[^']|'')*'|\$\d+|%\(\w+\)s|%s|\b\d+(?:\.\d+)?\b|\b(?:true|false|null)\b",
+    re.IGNORECASE,
+)
+
+
+def _shape(text: str) -> str:
+    """A statement without its constants, parameters and spacing: equal for the text psycopg
+    sent and the normalized text pg_stat_statements keeps."""
+    return re.sub(r"\s+", "", _LITERALS.sub("", text.replace("%%", "%"))).lower()
+
+
+@cache
+def _named_shapes() -> dict[str, str]:
+    return {_shape(body): name for name, body in queries().items()}
+
+
+def kind_of(text: str) -> str:
+    """The named query (sql/queries.sql, sql/operator.sql) a statement is, or what it is."""
+    shape = _shape(text)
+    named = _named_shapes().get(shape)
+    if named:
+        return named
+    words = text.split()
+    first = words[0].upper() if words else ""
+    if first in {"BEGIN", "COMMIT", "ROLLBACK", "LISTEN", "UNLISTEN", "SET", "SHOW"}:
+        return first
+    if shape.startswith("selectset_config("):
+        return "set_config (search_path of a new pool connection)"
+    return "other: " + " ".join(words)[:60]

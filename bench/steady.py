@@ -1,0 +1,161 @@
+"""Scenario a: J jobs firing every P seconds on R replicas; then the same replicas idle.
+
+Window: the fire instants T0, T0+P, .. before T0+W. Statement counters and CPU are read half a
+period before T0 and half a period before T0+W, so each counted fire's claim and completion
+fall inside. Latency is measured for every occurrence of the window:
+- handler: the handler's first line reads the wall clock (same host and clock as Postgres);
+- claim: job_runs.started_at, the database's now() when the claim statement began.
+Idle phase: every schedule is moved to `0 0 1 1 *` (no fire for the window), then counted.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from . import plot, sql
+from .cluster import cluster
+from .common import environment, finish, per_fire, wait_until
+from .measure import every_instants, next_instant, occurrences, summary_ms, target
+from .replicas import Replicas
+
+IDLE_SCHEDULE = "0 0 1 1 *"
+
+
+def run(
+    replicas: int = 4,
+    jobs: int = 50,
+    period: int = 5,
+    window: float = 120.0,
+    idle_window: float = 90.0,
+    warmup: float = 10.0,
+    max_concurrency: int | None = None,
+    out: Path | None = None,
+    name: str | None = None,
+) -> Path:
+    name = name or f"a-r{replicas}"
+    params = {
+        "replicas": replicas,
+        "jobs": jobs,
+        "schedule": f"@every {period}s",
+        "window_s": window,
+        "idle_window_s": idle_window,
+        "warmup_s": warmup,
+        "max_concurrency": max_concurrency or "agent default (4)",
+        "housekeeping_seconds": "agent default (30)",
+        "handler": "records its start time (local wall clock) and returns",
+    }
+    env = {"CLAIMSCHED_MAX_CONCURRENCY": str(max_concurrency)} if max_concurrency else {}
+    with cluster() as db, tempfile.TemporaryDirectory(prefix="claimsched-bench-") as folder:
+        result: dict[str, Any] = {"scenario": "a", "name": name, "params": params}
+        result["environment"] = environment(db)
+        db.execute(
+            sql.INSERT_SCHEDULES,
+            {"prefix": "a", "schedule": f"@every {period}s", "enabled": True, "count": jobs,
+             "policy": "Forbid", "catch_up": "Latest"},
+        )
+        group = Replicas(db, Path(folder), jobs, "a", env)
+        group.start(replicas)
+        try:
+            result["startup_s"] = round(group.wait_ready(), 2)
+            t0 = next_instant(period, time.time() + warmup)
+            t_end = t0 + window
+            instants = every_instants(period, t0, t_end)
+            wait_until(t0 - period / 2)
+            stats0, cpu_db0 = db.statements(), db.db_cpu_seconds()
+            group.mark_cpu("steady0")
+            group.sleep_until(t_end - period / 2)
+            stats1, cpu_db1 = db.statements(), db.db_cpu_seconds()
+            group.mark_cpu("steady1")
+            steady_s = (t_end - period / 2) - (t0 - period / 2)
+            # idle: nothing fires for the window
+            db.execute(sql.SET_SCHEDULE, {"schedule": IDLE_SCHEDULE})
+            time.sleep(3.0)
+            idle0 = db.statements()
+            group.mark_cpu("idle0")
+            idle_started = time.time()
+            group.sleep_until(idle_started + idle_window)
+            idle1 = db.statements()
+            group.mark_cpu("idle1")
+        finally:
+            group.stop()
+        job_names = [f"a{i:05d}" for i in range(jobs)]
+        fires = occurrences(group.starts(), job_names, instants)
+        runs = db.execute(sql.RUNS_BETWEEN, {"start": t0, "end": t_end})
+        logs = {r.name: r.log_tail(600) for r in group.running if r.process.returncode not in (0,)}
+
+    first = fires.pop("first")
+    handler_lat = [s.started - s.fire_time for s in first.values()]
+    claim_lat = [r[4] - r[1] for r in runs if r[4] is not None and r[2] != "skipped"]
+    fire_count = fires["expected"]
+    kinds = per_fire(stats1.since(stats0), fire_count)
+    total = sum(k["calls"] for k in kinds.values())
+    idle_kinds = per_fire(idle1.since(idle0), 1)
+    idle_total = sum(k["calls"] for k in idle_kinds.values())
+    steady_rows = group.per_replica("steady0", "steady1", steady_s / 60)
+    idle_rows = group.per_replica("idle0", "idle1", idle_window / 60)
+    by_replica = Counter(s.agent for s in first.values())
+    for row, idle_row in zip(steady_rows, idle_rows, strict=True):
+        row["idle_cpu_s_per_min"] = idle_row["cpu_s_per_min"]
+        row["runs"] = by_replica.get(row["replica"], 0)
+    cpu_mean = statistics.mean(r["cpu_s_per_min"] for r in steady_rows)
+    rss_max = max(r["rss_mib_max"] for r in steady_rows)
+    statuses = Counter(r[2] for r in runs)
+    result.update(
+        {
+            "window": {"instants": len(instants), "seconds": round(steady_s, 1)},
+            "fires": {**fires, "statuses": dict(statuses)},
+            "latency": {
+                "handler_start": summary_ms(handler_lat),
+                "claim_started_at": summary_ms(claim_lat),
+                "definition": "handler_start: wall clock read by the handler minus fire_time "
+                "(same host and clock as Postgres); claim_started_at: job_runs.started_at "
+                "(the database's now() at claim) minus fire_time",
+            },
+            "statements": {
+                "total": total,
+                "per_fire": round(total / fire_count, 3) if fire_count else None,
+                "by_kind": kinds,
+                "note": "top-level statements of the agents' role only; BEGIN/COMMIT would be "
+                "counted (autocommit sends none); the pool's empty health-check query is "
+                "not a statement pg_stat_statements sees",
+            },
+            "idle": {
+                "window_s": idle_window,
+                "statements": idle_total,
+                "per_second_per_replica": round(idle_total / idle_window / replicas, 4),
+                "by_kind": {k: v["calls"] for k, v in idle_kinds.items()},
+            },
+            "cpu_s_per_replica_per_min": {
+                "mean": round(cpu_mean, 3),
+                "max": max(r["cpu_s_per_min"] for r in steady_rows),
+                "idle_mean": round(statistics.mean(r["cpu_s_per_min"] for r in idle_rows), 3),
+            },
+            "db_cpu_s_per_min": round((cpu_db1 - cpu_db0) / (steady_s / 60), 3),
+            "rss_mib_per_replica": {
+                "max": rss_max,
+                "mean": round(statistics.mean(r["rss_mib_mean"] for r in steady_rows), 1),
+            },
+            "replicas": steady_rows,
+            "replica_logs_on_failure": logs,
+        }
+    )
+    p99_limit = 100.0 if replicas <= 4 else 250.0
+    result["targets"] = [
+        target(f"handler p99 ms (R={replicas})", result["latency"]["handler_start"]["p99_ms"],
+               p99_limit),
+        target("statements per fire", result["statements"]["per_fire"], 2),
+        target("idle statements/s per replica", result["idle"]["per_second_per_replica"], 0.05),
+        target("CPU s per replica per minute (mean)", round(cpu_mean, 3), 0.3),
+        target("RSS MiB per replica (max)", rss_max, 40),
+        target("duplicates", fires["duplicates"], 0),
+        target("missed", fires["missed"], 0),
+    ]
+    out = out or Path(__file__).resolve().parent / "results"
+    path = finish(result, out, name)
+    plot.steady(result, handler_lat, claim_lat, out / f"{name}.png")
+    return path
