@@ -381,8 +381,11 @@ def parser() -> argparse.ArgumentParser:
     backfill.add_argument("start", metavar="FROM")
     backfill.add_argument("end", metavar="TO")
     demo = add("demo", cmd_demo, "show exactly-once work: N replicas, a kill, a pause, a verdict")
-    demo.add_argument("--replicas", type=int, default=3)
-    demo.add_argument("--duration", type=float, default=40.0, help="seconds (default 40)")
+    demo.add_argument("--replicas", type=int, default=3,
+                      help="agent processes (default 3, at least 2)")
+    demo.add_argument("--duration", type=float, default=30.0,
+                      help="seconds to run at least (default 30); it runs on until the kill "
+                      "and the pause have played out")
     return top
 
 

@@ -210,7 +210,7 @@ def _shielded() -> Iterator[None]:
 class Demo:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args, self.schema = args, _schema(args)
-        self.out, self.err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
+        self.out, self.err = Console(), Console(stderr=True, soft_wrap=True)
         self.live_view = self.out.is_terminal and not args.json
         self.t0 = self.started = time.monotonic()
         self.events: list[tuple[float, str]] = []
@@ -226,13 +226,14 @@ class Demo:
         self.events.append((time.monotonic() - self.t0, text))
         if not self.live_view:
             console = self.err if self.args.json else self.out
-            console.print(f"{self.events[-1][0]:6.1f}s  {text}", markup=False, highlight=False)
+            console.print(f"{self.events[-1][0]:6.1f}s  {text}", markup=False, highlight=False,
+                          soft_wrap=True)
 
     def run(self) -> int:
         previous = signal.signal(signal.SIGTERM, _terminate)
         try:
             summary = self._run()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C, SIGTERM: no litter
             self.keep_logs = False
             raise
         except BaseException:
@@ -322,7 +323,7 @@ class Demo:
             phase=scenario.phase,
             replicas=[(r.name, r.process.pid, r.state) for r in self.fleet.replicas.values()],
             runs=runs, effects=effects, seen=self.seen, events=self.events,
-            notes=scenario.notes(),
+            notes=scenario.notes(), db_now=store.db_now(),
         )
 
     def _run(self) -> dict[str, Any]:

@@ -54,9 +54,9 @@ def fault_notes(
                            f"(attempt {reclaimed[key][1]}), {BATCHES[0]} not redone")
     if paused:
         name, key = paused
-        notes[key] = f"{name} paused past its lease"
+        notes[key] = f"{name} paused (SIGSTOP)"
         if key in reclaimed:
-            notes[key] += f"; taken over by {reclaimed[key][0]}"
+            notes[key] = f"{name} paused past its lease; taken over by {reclaimed[key][0]}"
     return notes
 
 
@@ -179,6 +179,7 @@ class Frame:
     seen: Observations
     events: Sequence[tuple[float, str]]
     notes: dict[Key, str]
+    db_now: datetime
 
 
 def _winner(run: dict[str, Any], owners: dict[int, str]) -> Text:
@@ -203,6 +204,11 @@ def _note(run: dict[str, Any], key: Key, frame: Frame) -> Text:
         parts.append((f"{who}'s late effect refused", "yellow"))
     for who in frame.seen.fenced.get(key, []):
         parts.append((f"{who}'s late completion refused", "yellow"))
+    down = {name for name, _, state in frame.replicas if state in {"killed", "paused"}}
+    if run["status"] == "running" and run["claimed_by"] in down and run["lease_until"]:
+        left = (run["lease_until"] - frame.db_now).total_seconds()
+        parts.append((f"its lease runs out in {left:.1f}s" if left > 0
+                      else "its lease expired: the reaper orphans it", "red"))
     if run["status"] == "orphaned":
         parts.append(("lease expired: orphan, waiting for a replica", "red"))
     text = Text()
