@@ -69,6 +69,7 @@ def test_invalid_specs_missing_agents_triggers_restart_and_delete(
     create(api, claimschedule("bad-cron", "61 * * * *"))
     create(api, claimschedule("lonely", "@every 1s", leaseSeconds=5, heartbeatSeconds=1,
                               catchUpWindowSeconds=1))
+    eventually(lambda: schedule_row(store, "lonely"), "lonely's row", log=operator.log)
     create(api, claimschedule("copycat", "@every 1s", jobName="lonely"))
 
     ready = {name: eventually(lambda n=name: (c := condition(api, n, "Ready"))
