@@ -62,8 +62,10 @@ class Planner:
         if not record.enabled:
             self.cursors[record.job_name] = now
             return []
-        window_start = now - timedelta(seconds=record.catch_up_window_seconds)
-        lower = max(self.cursors.get(record.job_name, window_start), record.active_since)
+        # The window bounds how far back missed occurrences are caught up; an occurrence that is
+        # only a little late (inside the misfire grace) is on time, even with a window of 0.
+        horizon = now - max(timedelta(seconds=record.catch_up_window_seconds), self.misfire_grace)
+        lower = max(self.cursors.get(record.job_name, horizon), horizon, record.active_since)
         due = schedule.between(lower, now, limit=MAX_PER_PASS)
         if not due:
             return []

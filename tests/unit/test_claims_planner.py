@@ -107,3 +107,17 @@ def test_a_disabled_schedule_proposes_nothing_and_is_never_due() -> None:
     planner = Planner()
     assert plan(planner, rec) == []
     assert planner.next_due({"job": (rec, rec.parsed)}, NOW) is None
+
+
+def test_a_zero_catch_up_window_still_runs_the_occurrence_that_is_due_now() -> None:
+    rec = record(catch_up_window_seconds=0)
+    planner = Planner(misfire_grace=timedelta(seconds=2))
+    assert plan(planner, rec, NOW + timedelta(milliseconds=50)) == [("00:00", "running")]
+
+
+def test_a_cursor_older_than_the_window_does_not_widen_it() -> None:
+    rec = record(catch_up_policy="All", concurrency_policy="Allow", catch_up_window_seconds=20)
+    planner = Planner()
+    plan(planner, rec)
+    planner.learn([ClaimResult("job", NOW - timedelta(seconds=50), "claimed", None)])
+    assert [t for t, _ in plan(planner, rec)] == ["59:50", "00:00"]
