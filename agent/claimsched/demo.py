@@ -59,6 +59,7 @@ class Scenario:
     resumed: bool = False
     reclaimed: dict[Key, tuple[str, int]] = field(default_factory=dict)
     refused: bool = False
+    refused_before: int = 0  # the paused replica's refusals before it was paused
 
     @property
     def complete(self) -> bool:
@@ -90,10 +91,10 @@ class Scenario:
             key: Key = (app.SETTLE, run["fire_time"])
             done = {e for e, who, _ in effects.get(key, []) if who == run["claimed_by"]}
             if self.killed is None and done == {app.BATCHES[0]}:
-                self._kill(run["claimed_by"], key)
-            elif (self.killed and self.paused is None and key != self.killed[1] and len(done) < 2
-                  and run["claimed_by"] not in busy):  # not the one finishing the orphan
-                self._pause(run["claimed_by"], key)
+                return self._kill(run["claimed_by"], key)
+            if (self.killed and self.paused is None and key != self.killed[1] and len(done) < 2
+                    and run["claimed_by"] not in busy):  # not the one finishing the orphan
+                return self._pause(run["claimed_by"], key)
         if self.paused and not self.resumed and (
             self.paused[1] in self.reclaimed or time.monotonic() - self.paused_at > 30
         ):
@@ -104,10 +105,11 @@ class Scenario:
             owner = self.reclaimed.get(self.paused[1], ("nobody", 0))
             self.say(f"resumed {name} (SIGCONT) after {time.monotonic() - self.paused_at:.1f}s; "
                      f"{owner[0]} owns its run now (attempt {owner[1]})")
-        if self.resumed and self.paused:
-            name = self.paused[0]
-            self.refused = any(name in v for v in (*seen.fenced.values(),
-                                                   *seen.refused_effects.values()))
+        if self.paused:
+            late = sum(v.count(self.paused[0]) for v in (*seen.fenced.values(),
+                                                         *seen.refused_effects.values()))
+            self.refused = self.resumed and late > self.refused_before
+            self.refused_before = late if not self.resumed else self.refused_before
 
     def _kill(self, name: str, key: Key) -> None:
         replica = self.fleet.replicas[name]
@@ -127,9 +129,6 @@ class Scenario:
         self.paused, self.paused_at = (name, key), time.monotonic()
         self.say(f"paused {name} (SIGSTOP) while it runs {key[0]} @ {view.hms(key[1])}; "
                  f"its lease ({app.LEASE_SECONDS}s) will run out")
-
-    def notes(self) -> dict[Key, str]:
-        return view.fault_notes(self.killed, self.paused, self.reclaimed)
 
 
 def _schema(args: argparse.Namespace) -> str:
@@ -323,7 +322,8 @@ class Demo:
             phase=scenario.phase,
             replicas=[(r.name, r.process.pid, r.state) for r in self.fleet.replicas.values()],
             runs=runs, effects=effects, seen=self.seen, events=self.events,
-            notes=scenario.notes(), db_now=store.db_now(),
+            notes=view.fault_notes(scenario.killed, scenario.paused, scenario.reclaimed),
+            db_now=store.db_now(),
         )
 
     def _run(self) -> dict[str, Any]:
