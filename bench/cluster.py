@@ -25,6 +25,7 @@ SETTINGS = {
     "pg_stat_statements.track": "all",
     "pg_stat_statements.track_utility": "on",
     "pg_stat_statements.max": "10000",
+    "pg_stat_statements.track_planning": "on",
     "max_connections": "400",
 }
 
@@ -74,7 +75,7 @@ class Cluster:
 
     def statements(self, role: str = sql.AGENT_ROLE) -> Snapshot:
         rows = self.execute(sql.STATEMENT_STATS, {"role": role, "database": sql.DATABASE})
-        return Snapshot({(r[0], r[1]): (r[2], r[3], r[4], r[5]) for r in rows})
+        return Snapshot({(r[0], r[1]): (r[2], r[3], r[4], r[5], r[6]) for r in rows})
 
     def postmaster_pid(self) -> int:
         return int((self.pg.data / "postmaster.pid").read_text().split()[0])
@@ -140,21 +141,25 @@ def cluster() -> Iterator[Cluster]:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """pg_stat_statements rows of one role: (queryid, toplevel) -> (calls, ms, rows, text)."""
+    """pg_stat_statements rows of one role:
+    (queryid, toplevel) -> (calls, execution ms, rows, text, planning ms)."""
 
-    rows: dict[tuple[int, bool], tuple[int, float, int, str]]
+    rows: dict[tuple[int, bool], tuple[int, float, int, str, float]]
 
     def since(self, before: Snapshot) -> dict[str, dict[str, float]]:
         """Statements sent (top level only) between two snapshots, grouped by kind."""
         kinds: dict[str, dict[str, float]] = {}
-        for key, (calls, ms, rows, text) in self.rows.items():
-            old = before.rows.get(key, (0, 0.0, 0, text))
+        for key, (calls, ms, rows, text, plan_ms) in self.rows.items():
+            old = before.rows.get(key, (0, 0.0, 0, text, 0.0))
             if not key[1] or calls - old[0] <= 0:
                 continue
-            entry = kinds.setdefault(kind_of(text), {"calls": 0, "total_ms": 0.0, "rows": 0})
+            entry = kinds.setdefault(
+                kind_of(text), {"calls": 0, "total_ms": 0.0, "rows": 0, "plan_ms": 0.0}
+            )
             entry["calls"] += calls - old[0]
             entry["total_ms"] += ms - old[1]
             entry["rows"] += rows - old[2]
+            entry["plan_ms"] += plan_ms - old[4]
         return dict(sorted(kinds.items(), key=lambda item: -item[1]["calls"]))
 
 

@@ -52,7 +52,7 @@ def wait_until(moment: float) -> None:
 
 
 def per_fire(kinds: dict[str, dict[str, float]], fires: int) -> dict[str, dict[str, float]]:
-    """Statement kinds with calls per fire and mean execution time."""
+    """Statement kinds with calls per fire, mean execution and planning time (ms)."""
     out = {}
     for kind, entry in kinds.items():
         calls = int(entry["calls"])
@@ -60,6 +60,7 @@ def per_fire(kinds: dict[str, dict[str, float]], fires: int) -> dict[str, dict[s
             "calls": calls,
             "per_fire": round(calls / fires, 4) if fires else None,
             "mean_ms": round(entry["total_ms"] / calls, 3) if calls else None,
+            "mean_plan_ms": round(entry["plan_ms"] / calls, 3) if calls else None,
             "total_ms": round(entry["total_ms"], 1),
             "rows": int(entry["rows"]),
         }

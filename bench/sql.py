@@ -20,7 +20,7 @@ SETUP_DATABASE = "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
 # Statistics of one role in one database; `toplevel` separates statements a client sent from
 # those run inside functions and triggers (pg_stat_statements.track = all).
 STATEMENT_STATS = """
-SELECT s.queryid, s.toplevel, s.calls, s.total_exec_time, s.rows, s.query
+SELECT s.queryid, s.toplevel, s.calls, s.total_exec_time, s.rows, s.query, s.total_plan_time
 FROM pg_stat_statements s
 JOIN pg_roles r ON r.oid = s.userid
 JOIN pg_database d ON d.oid = s.dbid
