@@ -1,10 +1,9 @@
 """`claimsched demo`: real replicas race for every occurrence; one is killed, one paused; a verdict.
 
-Step by step: a throwaway PostgreSQL (unless a DSN is given: then the demo's own schema in that
-database), N agent processes running `claimsched.demo_app`, a SIGKILL to the replica that is in
-the middle of a slow run, a SIGSTOP to another one past its lease and a SIGCONT after its run was
-reclaimed, a graceful SIGTERM to all at the end, and a verdict read from the database: every
-occurrence ran, no side effect happened twice, the orphan was reclaimed, the late work refused.
+A throwaway PostgreSQL (or, with a DSN, the demo's own schema there), N agent processes running
+`claimsched.demo_app`, a SIGKILL to the replica in the middle of a slow run, a SIGSTOP to another
+past its lease and a SIGCONT once its run was reclaimed, a graceful SIGTERM to all at the end, and
+a verdict from the database: every occurrence ran, no side effect twice, the late work refused.
 """
 
 from __future__ import annotations
@@ -253,7 +252,8 @@ class Demo:
         else:
             self.out.print(view.render_verdict(summary))
             self.out.print(f"wall time {summary['wall_seconds']}s"
-                           + (f"; replica logs kept in {self.folder}" if self.keep_logs else ""))
+                           + (f"; replica logs kept in {self.folder}" if self.keep_logs else ""),
+                           highlight=False)
         return 0 if summary["held"] else 1
 
     def _database(self) -> str:
@@ -316,9 +316,9 @@ class Demo:
         scenario.tick(runs, effects, self.seen)
         where = f"embedded PostgreSQL :{self.pg.port}" if self.pg else redact_dsn(store.dsn)
         return Frame(
-            title=f"claimsched demo: {self.args.replicas} replicas, {where}, "
-                  f"schema {self.schema}",
-            elapsed=time.monotonic() - self.started, duration=float(self.args.duration),
+            title=f"claimsched demo: {self.args.replicas} replicas, {where}, schema {self.schema}",
+            elapsed=time.monotonic() - self.t0,
+            duration=self.started - self.t0 + self.args.duration,
             phase=scenario.phase,
             replicas=[(r.name, r.process.pid, r.state) for r in self.fleet.replicas.values()],
             runs=runs, effects=effects, seen=self.seen, events=self.events,
