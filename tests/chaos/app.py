@@ -4,6 +4,10 @@ Each job's handler records that it started (public.starts), optionally records t
 `before`, sleeps `sleep` seconds, then records the effect `after`. Effects go through
 `run.effect(key, conn=...)` in the same transaction as a row in public.ledger, so the ledger
 holds exactly the side effects that really happened.
+
+Jobs with `"kind": "chaos"` (the randomized chaos harness) get a richer handler: one connection
+per run, long sleeps that stop as soon as `run.lost` is set, planned failures on chosen attempts,
+and a `run.once(key)` block whose ledger row commits only after the block's receipt did.
 """
 
 from __future__ import annotations
@@ -20,6 +24,22 @@ from claimsched import Agent, Run
 DSN = os.environ["CLAIMSCHED_DSN"]
 
 agent = Agent()
+
+HANDLER_KEYS = {
+    "name",
+    "schedule",
+    "before",
+    "after",
+    "sleep",
+    "fail",
+    # chaos handlers
+    "kind",
+    "period",
+    "once",
+    "once_sleep",
+    "fail_every",
+    "fail_attempts",
+}
 
 
 def _effect(run: Run, key: str) -> None:
@@ -50,10 +70,71 @@ def _handler(spec: dict[str, Any]) -> Any:
     return handle
 
 
+# -- chaos handlers ----------------------------------------------------------------------------
+
+
+class Abandoned(Exception):
+    """The run lost its lease while the handler was working: stop without committing."""
+
+
+def _work(run: Run, seconds: float) -> None:
+    """Sleep `seconds` in small steps, like real work that checks `run.lost` now and then."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if run.lost.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+            raise Abandoned(f"lease lost after {seconds - (deadline - time.monotonic()):.1f}s")
+
+
+def _chaos_effect(conn: psycopg.Connection[Any], run: Run, key: str) -> None:
+    """The receipt and the app's own write commit together, or not at all."""
+    with conn.transaction():
+        if run.effect(key, conn=conn):
+            conn.execute(
+                "INSERT INTO public.ledger VALUES (%s, %s, %s, %s, %s)",
+                [run.job_name, run.fire_time, key, run.agent_id, run.attempt],
+            )
+
+
+def _chaos_once(run: Run, key: str, seconds: float) -> None:
+    """`run.once`: the ledger row is written inside the block and committed only after the
+    block's receipt committed, so a block that dies leaves neither behind."""
+    with psycopg.connect(DSN, connect_timeout=3) as ledger:
+        with run.once(key) as first:
+            if first:
+                _work(run, seconds)
+                ledger.execute(
+                    "INSERT INTO public.ledger VALUES (%s, %s, %s, %s, %s)",
+                    [run.job_name, run.fire_time, f"once:{key}", run.agent_id, run.attempt],
+                )
+        ledger.commit()
+
+
+def _chaos_handler(spec: dict[str, Any]) -> Any:
+    period = int(spec.get("period", 1))
+
+    def handle(run: Run) -> None:
+        with psycopg.connect(DSN, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(
+                "INSERT INTO public.starts (job, fire_time, agent, attempt) "
+                "VALUES (%s, %s, %s, %s)",
+                [run.job_name, run.fire_time, run.agent_id, run.attempt],
+            )
+            if spec.get("before"):
+                _chaos_effect(conn, run, spec["before"])
+            _work(run, float(spec.get("sleep", 0)))
+            index = int(run.fire_time.timestamp()) // period
+            every = int(spec.get("fail_every", 0))
+            if every and index % every == 0 and run.attempt <= int(spec.get("fail_attempts", 0)):
+                raise RuntimeError(f"planned failure of attempt {run.attempt}")
+            if spec.get("once"):
+                _chaos_once(run, spec["once"], float(spec.get("once_sleep", 0)))
+            if spec.get("after"):
+                _chaos_effect(conn, run, spec["after"])
+
+    return handle
+
+
 for _spec in json.loads(os.environ.get("APP_JOBS", "[]")):
-    _settings = {
-        k: v
-        for k, v in _spec.items()
-        if k not in {"name", "schedule", "before", "after", "sleep", "fail"}
-    }
-    agent.job(_spec["name"], _spec.get("schedule"), **_settings)(_handler(_spec))
+    _settings = {k: v for k, v in _spec.items() if k not in HANDLER_KEYS}
+    _make = _chaos_handler if _spec.get("kind") == "chaos" else _handler
+    agent.job(_spec["name"], _spec.get("schedule"), **_settings)(_make(_spec))

@@ -65,7 +65,21 @@ class Replicas:
 
             conn.execute(app_sql.LEDGER)
 
-    def start(self, name: str, *, skew: str | None = None, **settings: str) -> Replica:
+    def start(
+        self,
+        name: str,
+        *,
+        skew: str | None = None,
+        skew_file: Path | None = None,
+        log_name: str | None = None,
+        **settings: str,
+    ) -> Replica:
+        """Start an agent process named `name`.
+
+        `skew` shifts its clock by a fixed libfaketime offset ("+90s"); `skew_file` reads the
+        offset from a file on every clock read, so writing the file changes it while it runs.
+        `log_name` keeps each incarnation's output apart when a name is restarted.
+        """
         env = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMSCHED_")}
         env.update(
             {
@@ -80,15 +94,13 @@ class Replicas:
                 **settings,
             }
         )
-        if skew:
-            env.update(
-                {
-                    "LD_PRELOAD": faketime_library(),
-                    "FAKETIME": skew,
-                    "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-                }
-            )
-        log = self.folder / f"{name}.log"
+        if skew or skew_file:
+            env.update({"LD_PRELOAD": faketime_library(), "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
+            if skew_file is not None:
+                env.update({"FAKETIME_TIMESTAMP_FILE": str(skew_file), "FAKETIME_NO_CACHE": "1"})
+            else:
+                env["FAKETIME"] = str(skew)
+        log = self.folder / f"{log_name or name}.log"
         with open(log, "wb") as sink:
             process = subprocess.Popen(
                 [sys.executable, "-m", "claimsched.cli", "agent", "tests.chaos.app:agent"],
@@ -98,7 +110,7 @@ class Replicas:
                 stderr=subprocess.STDOUT,
             )
         replica = Replica(name, process, log)
-        self.running[name] = replica
+        self.running[log_name or name] = replica
         return replica
 
     def stop_all(self) -> None:

@@ -1,0 +1,1038 @@
+"""Randomized chaos: R real agent processes, J jobs, random overlapping faults, then invariants.
+
+One seed fixes everything the harness decides: the jobs (period, policy, handler), the fault
+schedule (when, what, which replica, how long) and the skewed replica's clock. What the agents
+do in between is real concurrency, so a replay of a seed re-creates the same storm, not the same
+interleaving. Every run ends the same way: heal every fault, wait until every job caught up,
+disable the schedules, wait until nothing is left to do, stop the replicas gracefully, and check
+the invariants against the claim table, the receipts, the app's ledger and the audit trail.
+
+Replay a seed: python -m tests.chaos.chaos --seed 23 --replicas 5 --jobs 20 --duration 22
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from claimsched.db import Store
+from claimsched.embedded import TemporaryPostgres
+from claimsched.specs import job_spec
+
+from . import app_sql
+from .harness import Replica, Replicas
+
+REPLICA_FAULTS = ("sigkill", "sigstop", "sigterm", "new_id")
+PG_FAULTS = ("pg_restart", "pg_outage")
+FAULT_KINDS = (*REPLICA_FAULTS, *PG_FAULTS, "skew")
+WEIGHTS = {"sigkill": 3, "sigstop": 3, "sigterm": 2, "new_id": 1, "pg_restart": 1,
+           "pg_outage": 1, "skew": 2}
+MAX_SKEW = 300  # seconds, either way
+GRACE = 2.0  # CLAIMSCHED_SHUTDOWN_GRACE_SECONDS of the replicas
+STARTUP = 3.0  # seconds a restarted replica may take before it claims again (planning slack)
+TERMINAL = ("done", "skipped")
+UNFINISHED = ("running", "orphaned", "pending")
+
+
+# -- the plan: jobs and faults from one seed -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    seed: int
+    replicas: int = 5
+    jobs: int = 20
+    duration: float = 22.0  # seconds of faults; healing and checks come on top
+    fault_rate: float = 0.5  # faults per second of `duration`, at least one of each kind
+    kinds: tuple[str, ...] = FAULT_KINDS
+    max_concurrency: int = 6
+    maintenance_every: tuple[float, float] = (2.0, 6.0)  # seconds between concurrent maintains
+    lapse_partitions: bool = False  # start with this month's partition missing (see test)
+    settle_timeout: float = 60.0  # catch-up and quiescence deadlines, each
+    pg_settings: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Fault:
+    at: float  # seconds after the fault phase started
+    kind: str
+    target: str  # replica slot, "postgres", or the skewed slot
+    duration: float  # downtime, pause, outage; for skew: 0
+    value: float = 0.0  # skew: the new offset in seconds; new_id: 1 = SIGTERM, 0 = SIGKILL
+
+
+def plan_jobs(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    """J chaos jobs: @every 1-3 s, Forbid or Allow, short, long, flaky or doomed handlers."""
+    jobs = []
+    for index in range(count):
+        kind = rng.choices(["short", "long", "flaky", "doomed"], weights=[6, 3, 2, 1])[0]
+        policy = rng.choice(["Forbid", "Allow"])
+        period = rng.choice([2, 3]) if kind == "long" else rng.choice([1, 2, 3])
+        job: dict[str, Any] = {
+            "name": f"j{index:02d}-{kind}-{policy.lower()}",
+            "kind": "chaos",
+            "period": period,
+            "after": "report",
+            "schedule": f"@every {period}s",
+            "concurrency_policy": policy,
+            "catch_up_policy": "All" if policy == "Allow" else rng.choice(["All", "Latest"]),
+            "lease_seconds": rng.choice([3, 4, 5]),
+            "heartbeat_seconds": 1,
+            "retry_on_failure": True,
+            "max_attempts": 5,
+        }
+        if kind == "short":
+            job["sleep"] = round(rng.uniform(0, 0.2), 2)
+            if rng.random() < 0.5:
+                job["before"] = "prepare"
+            if rng.random() < 0.4:
+                job.update(once="notify", once_sleep=round(rng.uniform(0, 0.1), 2))
+        elif kind == "long":
+            job.update(sleep=round(rng.uniform(1.2, 3.5), 1), before="prepare", once="notify")
+            job["once_sleep"] = round(rng.uniform(0.2, 1.0), 1)
+            job["catch_up_policy"] = "All" if policy == "Allow" else "Latest"
+        elif kind == "flaky":
+            job.update(sleep=round(rng.uniform(0, 0.3), 2), before="prepare")
+            job.update(fail_every=2, fail_attempts=1)
+        else:
+            job.update(fail_every=3, fail_attempts=99, max_attempts=2)
+        jobs.append(job)
+    return jobs
+
+
+SCHEDULE_KEYS = ("schedule", "concurrency_policy", "catch_up_policy", "lease_seconds",
+                 "heartbeat_seconds", "retry_on_failure", "max_attempts")
+
+
+def app_jobs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the replicas get: handlers only; the schedules are declared like `claimsched apply`."""
+    return [{k: v for k, v in job.items() if k not in SCHEDULE_KEYS} for job in jobs]
+
+
+def plan_faults(
+    rng: random.Random, cfg: ChaosConfig, slots: list[str], skewed: str, lease_max: float,
+    period_max: float,
+) -> list[Fault]:
+    """A seeded schedule of overlapping faults: every kind at least once, the rest weighted.
+
+    A replica has one fault at a time and at least one replica is never faulted at any instant;
+    Postgres has one fault at a time. Faults on different targets overlap freely.
+    """
+    kinds = list(cfg.kinds)
+    total = max(len(kinds), round(cfg.duration * cfg.fault_rate))
+    picks = kinds + rng.choices(kinds, weights=[WEIGHTS[k] for k in kinds], k=total - len(kinds))
+    rng.shuffle(picks)
+    starts = sorted(rng.uniform(0.5, cfg.duration * 0.85) for _ in picks)
+    busy: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    faults = []
+
+    def overlaps(target: str, low: float, high: float) -> bool:
+        return any(a < high and low < b for a, b in busy[target])
+
+    for at, kind in zip(starts, picks, strict=True):
+        value = 0.0
+        if kind == "sigkill":
+            duration, slack = rng.uniform(0.5, 4.0), STARTUP
+        elif kind == "sigstop":
+            duration, slack = lease_max + rng.uniform(1.0, 3.0), 1.0
+        elif kind == "sigterm":
+            duration, slack = rng.uniform(0.0, 1.0), GRACE + STARTUP + 1.0
+        elif kind == "new_id":
+            duration, slack, value = rng.uniform(0.5, 3.0), STARTUP + GRACE, rng.choice([0, 1])
+        elif kind == "pg_restart":
+            duration, slack = 0.0, 2.0
+        elif kind == "pg_outage":
+            duration, slack = rng.uniform(period_max + 0.5, period_max + 3.0), 2.0
+        else:
+            duration, slack, value = 0.0, 0.0, float(rng.randint(-MAX_SKEW, MAX_SKEW))
+        if kind in PG_FAULTS:
+            target = "postgres"
+            while overlaps(target, at, at + duration + slack) and at < cfg.duration:
+                at = max(b for a, b in busy[target] if a < at + duration + slack) + 0.5
+            if at >= cfg.duration:
+                continue
+        elif kind == "skew":
+            target = skewed
+        else:
+            low, high = at, at + duration + slack
+            others = sum(1 for s in slots if overlaps(s, low, high))
+            free = [s for s in slots if not overlaps(s, low, high)]
+            if not free or others >= len(slots) - 1:
+                continue
+            target = rng.choice(free)
+        if kind != "skew":
+            busy[target].append((at, at + duration + slack))
+        faults.append(Fault(round(at, 2), kind, target, round(duration, 2), value))
+    return sorted(faults, key=lambda f: f.at)
+
+
+# -- replicas as a kubelet would run them ----------------------------------------------------------
+
+
+@dataclass
+class Slot:
+    """One replica position: its current agent id, process, and whether a fault holds it."""
+
+    name: str
+    agent_id: str
+    skew_file: Path | None
+    replica: Replica | None = None
+    incarnation: int = 0
+    held: bool = False  # a fault (or the harness) owns this slot's process right now
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Event:
+    at: float  # seconds after the fault phase started
+    kind: str
+    target: str
+    detail: str = ""
+    end: float | None = None
+
+
+class ChaosRun:
+    """Runs one seed end to end and returns its report (violations included, never raised)."""
+
+    def __init__(self, cfg: ChaosConfig, folder: Path, log: Any = None) -> None:
+        self.cfg = cfg
+        self.folder = folder
+        self.say = log or (lambda text: None)
+        self.rng = random.Random(cfg.seed)
+        self.jobs = plan_jobs(self.rng, cfg.jobs)
+        self.slots_names = [f"r{i}" for i in range(cfg.replicas)]
+        self.skewed = self.rng.choice(self.slots_names)
+        self.initial_skew = float(self.rng.randint(-MAX_SKEW, MAX_SKEW))
+        lease_max = max(j["lease_seconds"] for j in self.jobs)
+        period_max = max(j["period"] for j in self.jobs)
+        self.faults = plan_faults(
+            self.rng, cfg, self.slots_names, self.skewed, lease_max, period_max
+        )
+        self.maintenance_waits = [
+            self.rng.uniform(*cfg.maintenance_every) for _ in range(int(cfg.duration * 4) + 50)
+        ]
+        self.events: list[Event] = []
+        self.violations: list[str] = []
+        self.notes: Counter[str] = Counter()
+        self.pg_lock = threading.Lock()
+        self.pg_down = False
+        self.pg_fault_ended = -1e9
+        self.stop = threading.Event()
+        self.t0 = time.monotonic()
+        self.wall0 = time.time()
+        self.maintenance: Counter[str] = Counter()
+        self.finished_seen: dict[int, tuple[Any, ...]] = {}
+        self._lock = threading.Lock()
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def now(self) -> float:
+        return round(time.monotonic() - self.t0, 2)
+
+    def violation(self, text: str) -> None:
+        with self._lock:
+            self.violations.append(text)
+        self.say(f"VIOLATION: {text}")
+
+    def query(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=5) as conn:
+            cur = conn.execute(statement, params)
+            return cur.fetchall() if cur.description else []
+
+    # -- the run ---------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        started = time.monotonic()
+        settings = {"max_connections": "400", **dict(self.cfg.pg_settings)}
+        with TemporaryPostgres(settings=settings) as pg:
+            self.pg = pg
+            self.dsn = pg.dsn
+            self._setup()
+            self.group = Replicas(self.dsn, self.folder, app_jobs(self.jobs), self._env())
+            self.slots = {
+                name: Slot(
+                    name, name, self.folder / "skew" if name == self.skewed else None, ids=[name]
+                )
+                for name in self.slots_names
+            }
+            self._write_skew(self.initial_skew)
+            try:
+                for slot in self.slots.values():
+                    self._launch(slot)
+                self._wait_ready()
+                self.t0, self.wall0 = time.monotonic(), time.time()
+                threads = [
+                    threading.Thread(target=self._kubelet, name="chaos-kubelet", daemon=True),
+                    threading.Thread(target=self._maintain, name="chaos-maintain", daemon=True),
+                ]
+                for thread in threads:
+                    thread.start()
+                self._storm()
+                self._heal()
+                cutoff = self._catch_up()
+                self.query("UPDATE claimsched.job_schedule SET enabled = false")
+                self._quiesce()
+                self.stop.set()
+                for thread in threads:
+                    thread.join(30)
+                self._maintain_once("final")
+                self._shutdown()
+                report = self._check(cutoff)
+            finally:
+                self.stop.set()
+                self.group.stop_all()
+        report["elapsed_seconds"] = round(time.monotonic() - started, 1)
+        return report
+
+    def _env(self) -> dict[str, str]:
+        return {
+            "CLAIMSCHED_HOUSEKEEPING_SECONDS": "0.5",
+            "CLAIMSCHED_SHUTDOWN_GRACE_SECONDS": str(GRACE),
+            "CLAIMSCHED_RETRY_BACKOFF_SECONDS": "0.3",
+            "CLAIMSCHED_MAX_CONCURRENCY": str(self.cfg.max_concurrency),
+            "CLAIMSCHED_LOG_LEVEL": "DEBUG",
+        }
+
+    def _setup(self) -> None:
+        store = Store(self.dsn)
+        store.migrate()
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(app_sql.LEDGER)
+            conn.execute(app_sql.AUDIT)
+        if self.cfg.lapse_partitions:
+            self._lapse()
+        for job in self.jobs:
+            fields = {k: job[k] for k in SCHEDULE_KEYS}
+            store.upsert_schedule(job_spec(job_name=job["name"], source="cli", **fields))
+        self.active_since = {
+            name: since
+            for name, since in self.query(
+                "SELECT job_name, active_since FROM claimsched.job_schedule"
+            )
+        }
+
+    def _lapse(self) -> None:
+        """Maintenance lapsed: this month's partition is missing, its rows live in the default
+        partition (as after months without `claimsched maintain`). Done atomically, under an
+        exclusive lock, so that the agents never see a half-moved table."""
+        with psycopg.connect(self.dsn) as conn:
+            conn.execute("SET LOCAL claimsched_test.actor = 'harness-lapse'")
+            conn.execute("LOCK TABLE claimsched.job_runs IN ACCESS EXCLUSIVE MODE")
+            month = conn.execute("SELECT date_trunc('month', now())").fetchone()[0]  # type: ignore[index]
+            name = f"job_runs_p{month:%Y%m}"
+            part = psycopg.sql.Identifier("claimsched", name)
+            if not conn.execute("SELECT to_regclass(%s)", [f"claimsched.{name}"]).fetchone()[0]:  # type: ignore[index]
+                return
+            conn.execute(psycopg.sql.SQL("ALTER TABLE claimsched.job_runs DETACH PARTITION {}")
+                         .format(part))
+            conn.execute(psycopg.sql.SQL(
+                "INSERT INTO claimsched.job_runs OVERRIDING SYSTEM VALUE SELECT * FROM {}"
+            ).format(part))
+            conn.execute(psycopg.sql.SQL("DROP TABLE {}").format(part))
+        self.notes["partition_lapses"] += 1
+
+    def _write_skew(self, seconds: float) -> None:
+        (self.folder / "skew").write_text(f"{int(seconds):+d}s\n")
+
+    def _launch(self, slot: Slot) -> None:
+        slot.incarnation += 1
+        slot.replica = self.group.start(
+            slot.agent_id,
+            skew_file=slot.skew_file,
+            log_name=f"{slot.agent_id}.{slot.incarnation}",
+        )
+
+    def _started(self, slot: Slot) -> bool:
+        return slot.replica is not None and "agent started" in slot.replica.output()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 60
+        while not all(self._started(s) for s in self.slots.values()):
+            for slot in self.slots.values():
+                if slot.replica is not None and not slot.replica.alive:
+                    raise RuntimeError(f"{slot.agent_id} did not start:\n{slot.replica.output()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("replicas did not start within 60 s:\n" + self.group.dump())
+            time.sleep(0.1)
+
+    # -- faults ----------------------------------------------------------------------------------
+
+    def _storm(self) -> None:
+        """Start each fault at its time (each in its own thread, so they overlap)."""
+        running: list[threading.Thread] = []
+        for fault in self.faults:
+            if self.stop.wait(max(0.0, fault.at - (time.monotonic() - self.t0))):
+                break
+            thread = threading.Thread(
+                target=self._fault, args=(fault,), name=f"chaos-{fault.kind}", daemon=True
+            )
+            thread.start()
+            running.append(thread)
+            running = [t for t in running if t.is_alive()]
+        self.stop.wait(max(0.0, self.cfg.duration - (time.monotonic() - self.t0)))
+        for thread in running:
+            thread.join(60)
+            if thread.is_alive():
+                self.violation(f"fault thread {thread.name} did not finish within 60 s")
+
+    def _fault(self, fault: Fault) -> None:
+        event = Event(self.now(), fault.kind, fault.target)
+        try:
+            if fault.kind in PG_FAULTS:
+                self._pg_fault(fault, event)
+            elif fault.kind == "skew":
+                self._write_skew(fault.value)
+                event.detail = f"{int(fault.value):+d}s"
+            else:
+                self._replica_fault(fault, event)
+        except Exception as exc:  # a harness failure is reported, not hidden
+            self.violation(f"harness: fault {fault} raised {exc!r}")
+        event.end = self.now()
+        with self._lock:
+            self.events.append(event)
+
+    def _pg_fault(self, fault: Fault, event: Event) -> None:
+        with self.pg_lock:
+            self.pg_down = True
+            try:
+                if fault.kind == "pg_restart":
+                    self.pg.restart("fast")
+                else:
+                    self.pg.stop("fast")
+                    time.sleep(fault.duration)
+                    self.pg.start()
+            finally:
+                self.pg_down = False
+                self.pg_fault_ended = time.monotonic()
+        event.detail = f"{fault.duration:.1f}s down" if fault.kind == "pg_outage" else ""
+
+    def _replica_fault(self, fault: Fault, event: Event) -> None:
+        slot = self.slots[fault.target]
+        with slot.lock:
+            slot.held = True
+            try:
+                replica = slot.replica
+                assert replica is not None
+                event.target = slot.agent_id
+                if fault.kind == "sigstop":
+                    replica.signal(signal.SIGSTOP)
+                    time.sleep(fault.duration)
+                    replica.signal(signal.SIGCONT)
+                    event.detail = f"paused {fault.duration:.1f}s"
+                    return
+                graceful = fault.kind == "sigterm" or (fault.kind == "new_id" and fault.value)
+                self._bring_down(slot, graceful, event)
+                time.sleep(fault.duration)
+                if fault.kind == "new_id":
+                    suffix = chr(ord("a") + len(slot.ids))
+                    slot.agent_id = f"{slot.name}{suffix}"
+                    slot.ids.append(slot.agent_id)
+                    slot.incarnation = 0
+                    event.detail += f", back as {slot.agent_id}"
+                self._launch(slot)
+            finally:
+                slot.held = False
+
+    def _bring_down(self, slot: Slot, graceful: bool, event: Event) -> None:
+        replica = slot.replica
+        assert replica is not None
+        if graceful:
+            # SIGTERM is what a rolling update sends a started app; before the agent installed
+            # its handler Python would just die, so wait (bounded) for the agent to be up.
+            deadline = time.monotonic() + 15
+            while replica.alive and not self._started(slot) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        if not replica.alive:
+            event.detail = "already down"
+            self._classify_exit(slot, replica)
+            return
+        replica.signal(signal.SIGTERM if graceful else signal.SIGKILL)
+        try:
+            code = replica.process.wait(GRACE + 15)
+        except Exception:
+            replica.signal(signal.SIGKILL)
+            replica.process.wait(10)
+            self.violation(f"{slot.agent_id} did not stop within {GRACE + 15}s of SIGTERM")
+            return
+        event.detail = f"{'SIGTERM' if graceful else 'SIGKILL'}, exit {code}"
+        if graceful and code != 0:
+            self.violation(
+                f"{slot.agent_id} exited {code} on SIGTERM (expected 0):\n"
+                f"{replica.output()[-1500:]}"
+            )
+
+    def _classify_exit(self, slot: Slot, replica: Replica) -> None:
+        """A replica that exited on its own: refusing to start without a database is expected
+        (the kubelet restarts it); anything else is a crash."""
+        code = replica.process.poll()
+        text = replica.output()
+        recent_pg = self.pg_down or time.monotonic() - self.pg_fault_ended < 10
+        if "agent started" not in text and "claimsched: error:" in text and recent_pg:
+            self.notes["startup_refused_while_db_down"] += 1
+            return
+        self.violation(f"{slot.agent_id} exited {code} unexpectedly:\n{text[-2000:]}")
+
+    def _kubelet(self) -> None:
+        """Restart replicas that exited on their own (restartPolicy: Always, 1 s back-off)."""
+        while not self.stop.wait(0.2):
+            for slot in self.slots.values():
+                if slot.held or slot.replica is None or slot.replica.alive:
+                    continue
+                if not slot.lock.acquire(blocking=False):
+                    continue
+                try:
+                    if slot.held or slot.replica.alive:
+                        continue
+                    self._classify_exit(slot, slot.replica)
+                    with self._lock:
+                        self.events.append(Event(self.now(), "exited", slot.agent_id,
+                                                 f"exit {slot.replica.process.poll()}"))
+                    time.sleep(1.0)
+                    self._launch(slot)
+                finally:
+                    slot.lock.release()
+
+    # -- maintenance, concurrently ---------------------------------------------------------------
+
+    def _finished_rows(self) -> dict[int, tuple[Any, ...]]:
+        rows = self.query(
+            "SELECT id, job_name, fire_time, kind, status, claimed_by, attempt, started_at, "
+            "finished_at, error, orphan_count FROM claimsched.job_runs "
+            "WHERE status IN ('done', 'skipped') OR (status = 'failed' AND retry_at IS NULL)"
+        )
+        return {row[0]: row for row in rows}
+
+    def _maintain_once(self, why: str) -> None:
+        dsn = psycopg.conninfo.make_conninfo(
+            self.dsn, options="-c claimsched_test.actor=maintenance"
+        )
+        try:
+            before = self._finished_rows()
+            summary = Store(dsn).maintain()
+            after = self._finished_rows()
+        except Exception as exc:
+            self.maintenance["failed"] += 1
+            self.maintenance[f"failed: {type(exc).__name__}"] += 1
+            return
+        self.maintenance["runs"] += 1
+        self.maintenance["partitions_created"] += len(summary["partitions_created"])
+        for rid, row in before.items():
+            if after.get(rid) != row:
+                self.violation(
+                    f"history changed by maintenance ({why}): {row} became {after.get(rid)}"
+                )
+        with self._lock:
+            for rid, row in after.items():
+                self.finished_seen.setdefault(rid, row)
+
+    def _maintain(self) -> None:
+        for wait in self.maintenance_waits:
+            if self.stop.wait(wait):
+                return
+            if self.cfg.lapse_partitions:
+                try:
+                    self._lapse()
+                except psycopg.Error:
+                    self.maintenance["lapse_failed"] += 1
+                if self.stop.wait(wait / 2):
+                    return
+            self._maintain_once("during the storm")
+
+    # -- the end: heal, catch up, quiesce, stop --------------------------------------------------
+
+    def _heal(self) -> None:
+        with self.pg_lock:
+            if not self.query_ok():
+                self.pg.start()
+        for slot in self.slots.values():
+            with slot.lock:
+                if slot.replica is not None and slot.replica.alive:
+                    slot.replica.signal(signal.SIGCONT)
+                elif slot.replica is not None:
+                    self._classify_exit(slot, slot.replica)
+                    self._launch(slot)
+        deadline = time.monotonic() + 60
+        while not all(self._started(s) for s in self.slots.values()):
+            if time.monotonic() > deadline:
+                self.violation("replicas did not all start again after the storm")
+                break
+            time.sleep(0.1)
+
+    def query_ok(self) -> bool:
+        try:
+            self.query("SELECT 1")
+            return True
+        except psycopg.OperationalError:
+            return False
+
+    def _catch_up(self) -> dict[str, datetime]:
+        """Wait until every job has a row for its latest due occurrence; those are the cutoffs."""
+        deadline = time.monotonic() + self.cfg.settle_timeout
+        while True:
+            (db_now,) = self.query("SELECT now() - interval '1.5 seconds'")[0]
+            cutoff = {j["name"]: _latest(db_now, j["period"]) for j in self.jobs}
+            names = list(cutoff)
+            have = {
+                name
+                for (name,) in self.query(
+                    "SELECT job_name FROM claimsched.job_runs r "
+                    "JOIN unnest(%s::text[], %s::timestamptz[]) c(j, f) "
+                    "ON r.job_name = c.j AND r.fire_time = c.f",
+                    [names, [cutoff[n] for n in names]],
+                )
+            }
+            if len(have) == len(names):
+                return cutoff
+            if time.monotonic() > deadline:
+                late = sorted(set(names) - have)
+                self.violation(f"jobs never caught up within {self.cfg.settle_timeout}s: {late}")
+                return cutoff
+            time.sleep(0.25)
+
+    def _quiesce(self) -> None:
+        """Wait until nothing is left to do, and it stays so for longer than a claim can take
+        (a claim blocked behind other claims, e.g. by a deadlock, lands after it started)."""
+        deadline = time.monotonic() + self.cfg.settle_timeout
+        calm_since: float | None = None
+        while time.monotonic() < deadline:
+            (left,) = self.query(
+                "SELECT (SELECT count(*) FROM claimsched.job_runs WHERE status IN "
+                "('running', 'orphaned', 'pending') "
+                "    OR (status = 'failed' AND retry_at IS NOT NULL))"
+                " + (SELECT count(*) FROM pg_stat_activity WHERE state <> 'idle' "
+                "    AND pid <> pg_backend_pid() AND query ILIKE '%%job_runs%%')"
+            )[0]
+            if left:
+                calm_since = None
+            elif calm_since is None:
+                calm_since = time.monotonic()
+            elif time.monotonic() - calm_since > 3.0:
+                return
+            time.sleep(0.25)
+
+    def _shutdown(self) -> None:
+        for slot in self.slots.values():
+            replica = slot.replica
+            if replica is None or not replica.alive:
+                continue
+            replica.signal(signal.SIGCONT)
+            replica.signal(signal.SIGTERM)
+        for slot in self.slots.values():
+            replica = slot.replica
+            if replica is None:
+                continue
+            try:
+                code = replica.process.wait(GRACE + 15)
+            except Exception:
+                self.violation(f"{slot.agent_id} did not stop on SIGTERM at the end")
+                continue
+            if code != 0:
+                self.violation(
+                    f"{slot.agent_id} exited {code} at the end:\n{replica.output()[-1500:]}"
+                )
+
+    def _dump(self) -> None:
+        """Keep what the database held, next to the logs, to diagnose a violation."""
+        tables = {
+            "job_runs": "SELECT * FROM claimsched.job_runs ORDER BY job_name, fire_time",
+            "job_effects": "SELECT * FROM claimsched.job_effects ORDER BY job_name, fire_time",
+            "run_audit": "SELECT * FROM public.run_audit ORDER BY seq",
+            "ledger": "SELECT * FROM public.ledger ORDER BY job, fire_time",
+            "starts": "SELECT * FROM public.starts ORDER BY at",
+            "agents": "SELECT * FROM claimsched.agents",
+        }
+        for name, statement in tables.items():
+            rows = _jsonable(self.query(statement))
+            (self.folder / f"{name}.json").write_text(json.dumps(rows, default=str))
+
+    # -- the invariants --------------------------------------------------------------------------
+
+    def _check(self, cutoff: dict[str, datetime]) -> dict[str, Any]:
+        schedules = {
+            row[0]: row
+            for row in self.query(
+                "SELECT job_name, max_attempts, retry_on_failure FROM claimsched.job_schedule"
+            )
+        }
+        runs = self.query(
+            "SELECT id, job_name, fire_time, status, attempt, claimed_by, lease_until, "
+            "finished_at, error, retry_at, orphan_count, lease_until < now() "
+            "FROM claimsched.job_runs"
+        )
+        receipts = self.query(
+            "SELECT entity, job_name, fire_time, run_id, attempt FROM claimsched.job_effects"
+        )
+        ledger = self.query("SELECT job, fire_time, entity, agent, attempt FROM public.ledger")
+        starts = self.query("SELECT job, fire_time, agent, attempt, at FROM public.starts")
+        audit = self.query("SELECT seq, op, tx, actor, old, new FROM public.run_audit ORDER BY seq")
+        checker = Checker(self.jobs, self.active_since, cutoff, schedules)
+        found = checker.check(runs, receipts, ledger, starts, audit)
+        final = self._finished_rows()
+        for rid, row in self.finished_seen.items():
+            if final.get(rid) != row:
+                found.append(f"finished run {row} is {final.get(rid)} at the end")
+        self.violations.extend(found)
+        if self.violations:
+            self._dump()
+        logs = "\n".join(p.read_text(errors="replace") for p in self.folder.glob("*.log"))
+        executed = Counter(e.kind for e in self.events if e.kind in FAULT_KINDS)
+        return {
+            "seed": self.cfg.seed,
+            "replicas": self.cfg.replicas,
+            "jobs": self.cfg.jobs,
+            "fault_seconds": self.cfg.duration,
+            "skewed_replica": self.skewed,
+            "initial_skew_seconds": self.initial_skew,
+            "faults_planned": [asdict(f) for f in self.faults],
+            "faults_executed": [asdict(e) for e in sorted(self.events, key=lambda e: e.at)],
+            "fault_counts": {k: executed.get(k, 0) for k in FAULT_KINDS},
+            "max_concurrent_faults": _max_overlap(self.events),
+            "occurrences_checked": checker.stats["expected"],
+            **{k: v for k, v in checker.stats.items() if k != "expected"},
+            "completions_refused": logs.count("completion refused"),
+            "leases_lost": logs.count("lease lost:"),
+            "maintenance": dict(self.maintenance),
+            "notes": dict(self.notes),
+            "violations": self.violations,
+            "logs": str(self.folder),
+        }
+
+
+def _jsonable(rows: list[tuple[Any, ...]]) -> list[list[Any]]:
+    return [[v.isoformat() if isinstance(v, datetime) else v for v in row] for row in rows]
+
+
+def _latest(moment: datetime, period: int) -> datetime:
+    seconds = math.floor(moment.timestamp() / period) * period
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def _max_overlap(events: list[Event]) -> int:
+    edges = []
+    for e in events:
+        if e.kind in FAULT_KINDS and e.kind != "skew" and e.end is not None:
+            edges += [(e.at, 1), (e.end, -1)]
+    level = peak = 0
+    for _, step in sorted(edges, key=lambda x: (x[0], x[1])):
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+class Checker:
+    """The invariants, over what the database holds at the end. Each finding is one line."""
+
+    def __init__(
+        self,
+        jobs: list[dict[str, Any]],
+        active_since: dict[str, datetime],
+        cutoff: dict[str, datetime],
+        schedules: dict[str, tuple[Any, ...]],
+    ) -> None:
+        self.jobs = {j["name"]: j for j in jobs}
+        self.active_since = active_since
+        self.cutoff = cutoff
+        self.schedules = schedules
+        self.stats: Counter[str] = Counter()
+        self.found: list[str] = []
+
+    def fail(self, text: str) -> None:
+        if len(self.found) < 200:
+            self.found.append(text)
+        self.stats["violations_total"] += 1
+
+    def check(
+        self,
+        runs: list[tuple[Any, ...]],
+        receipts: list[tuple[Any, ...]],
+        ledger: list[tuple[Any, ...]],
+        starts: list[tuple[Any, ...]],
+        audit: list[tuple[Any, ...]],
+    ) -> list[str]:
+        by_key = {(r[1], r[2]): r for r in runs}
+        grants = self._audit(audit)
+        self._final_states(runs)
+        self._expected(by_key)
+        self._effects(by_key, receipts, ledger, grants)
+        self._starts(by_key, starts, grants)
+        self.stats["rows"] = len(runs)
+        self.stats["receipts"] = len(receipts)
+        self.stats["ledger_rows"] = len(ledger)
+        self.stats["handler_starts"] = len(starts)
+        for status, n in Counter(r[3] for r in runs).items():
+            self.stats[f"status_{status}"] = n
+        return self.found
+
+    # no occurrence claimed twice, no finished run changed, maintenance moves rows unchanged,
+    # fencing tokens only grow by one on a reclaim, at most one completion per occurrence
+    def _audit(self, audit: list[tuple[Any, ...]]) -> set[tuple[Any, ...]]:
+        state: dict[int, dict[str, Any]] = {}
+        deleted: dict[int, tuple[int, dict[str, Any]]] = {}
+        inserted: Counter[tuple[str, str]] = Counter()
+        completions: Counter[tuple[str, str]] = Counter()
+        grants: set[tuple[Any, ...]] = set()
+        for _seq, op, tx, actor, old, new in audit:
+            if op == "INSERT":
+                rid = new["id"]
+                if rid in deleted:
+                    dtx, content = deleted.pop(rid)
+                    self.stats["rows_moved_by_maintenance"] += 1
+                    if dtx != tx:
+                        self.fail(f"run {rid} deleted by tx {dtx}, put back by tx {tx}")
+                    if content != new:
+                        self.fail(f"maintenance moved run {rid} and changed it: "
+                                  f"{_diff(content, new)}")
+                elif rid in state:
+                    if state[rid] != new:
+                        self.fail(f"run {rid} copied by {actor} and changed: "
+                                  f"{_diff(state[rid], new)}")
+                else:
+                    key = _key(new)
+                    inserted[key] += 1
+                    if inserted[key] > 1:
+                        self.fail(f"occurrence {key} claimed twice (second row id {rid})")
+                    if new["status"] == "running":
+                        grants.add((*key, new["attempt"], new["claimed_by"]))
+                state[rid] = new
+            elif op == "DELETE":
+                rid = old["id"]
+                deleted[rid] = (tx, old)
+                state.pop(rid, None)
+            else:
+                self._transition(old, new, completions, grants)
+                state[new["id"]] = new
+        for rid, (_tx, content) in deleted.items():
+            self.fail(f"run {rid} was deleted and never put back: {_short(content)}")
+        for key, n in completions.items():
+            if n > 1:
+                self.fail(f"occurrence {key} completed as done {n} times")
+        self.stats["audit_events"] = len(audit)
+        return grants
+
+    def _transition(
+        self,
+        old: dict[str, Any],
+        new: dict[str, Any],
+        completions: Counter[tuple[str, str]],
+        grants: set[tuple[Any, ...]],
+    ) -> None:
+        key = _key(new)
+        if _terminal(old):
+            if old != new:
+                self.fail(f"finished run {key} changed: {_diff(old, new)}")
+            return
+        if new["attempt"] != old["attempt"]:
+            if not (new["attempt"] == old["attempt"] + 1 and new["status"] == "running"
+                    and old["status"] in ("orphaned", "pending", "failed")):
+                self.fail(f"run {key} attempt {old['attempt']} -> {new['attempt']} "
+                          f"({old['status']} -> {new['status']})")
+            grants.add((*key, new["attempt"], new["claimed_by"]))
+            self.stats["reclaims" if old["status"] == "orphaned" else "retries_or_requests"] += 1
+        elif new["claimed_by"] != old["claimed_by"]:
+            self.fail(f"run {key} changed owner without a new fencing token: {_diff(old, new)}")
+        if new["status"] == "orphaned" and old["status"] != "orphaned":
+            self.stats["orphaned"] += 1
+        if new["status"] == "done":
+            if old["status"] != "running":
+                self.fail(f"run {key} done from {old['status']}")
+            completions[key] += 1
+
+    # every orphan was reclaimed or failed for good; nothing runs past its lease at the end;
+    # skipped and failed runs say why; failures stop only when attempts ran out
+    def _final_states(self, runs: list[tuple[Any, ...]]) -> None:
+        for (_id, job, fire, status, attempt, owner, _lease, _fin, error, retry_at, _orphans,
+             expired) in runs:
+            where = f"{job} @ {fire:%H:%M:%S} (attempt {attempt}, {owner})"
+            if status == "running" and expired:
+                self.fail(f"{where} still running past its lease at the end")
+            elif status in UNFINISHED:
+                self.fail(f"{where} left {status} at the end")
+            elif status == "failed" and retry_at is not None:
+                self.fail(f"{where} failed and its retry never ran")
+            elif status == "skipped" and not error:
+                self.fail(f"{where} skipped without a reason")
+            elif status == "failed":
+                max_attempts, retry = self.schedules[job][1:3]
+                if not error:
+                    self.fail(f"{where} failed without an error")
+                elif retry and attempt < max_attempts:
+                    self.fail(f"{where} failed for good after {attempt} of {max_attempts} "
+                              f"attempts: {error}")
+                else:
+                    self.stats["failed_after_max_attempts"] += 1
+
+    # every expected occurrence inside the catch-up window ran or is accounted for
+    def _expected(self, by_key: dict[tuple[str, datetime], tuple[Any, ...]]) -> None:
+        for name, job in self.jobs.items():
+            period = job["period"]
+            first = math.floor(self.active_since[name].timestamp() / period) * period + period
+            last = self.cutoff[name].timestamp()
+            for seconds in range(int(first), int(last) + 1, period):
+                fire = datetime.fromtimestamp(seconds, UTC)
+                self.stats["expected"] += 1
+                row = by_key.get((name, fire))
+                if row is None:
+                    self.fail(f"{name} @ {fire:%H:%M:%S} never ran and was never recorded")
+                    continue
+                self.stats[f"expected_{row[3]}"] += 1
+
+    # no occurrence has two effects for one key; receipts and the app's writes agree;
+    # a done run has every effect of its handler; effects came from granted attempts
+    def _effects(
+        self,
+        by_key: dict[tuple[str, datetime], tuple[Any, ...]],
+        receipts: list[tuple[Any, ...]],
+        ledger: list[tuple[Any, ...]],
+        grants: set[tuple[Any, ...]],
+    ) -> None:
+        receipt_at = {(r[1], r[2], r[0]): r for r in receipts}
+        written: Counter[tuple[Any, ...]] = Counter()
+        for job, fire, entity, agent, attempt in ledger:
+            key = (job, fire, entity)
+            written[key] += 1
+            if written[key] == 2:
+                self.fail(f"effect {entity!r} of {job} @ {fire:%H:%M:%S} happened twice")
+            entity_key = entity.removeprefix("once:")
+            receipt = receipt_at.get((job, fire, entity_key))
+            if receipt is None:
+                self.fail(f"effect {entity!r} of {job} @ {fire:%H:%M:%S} has no receipt")
+            elif receipt[4] != attempt:
+                self.fail(f"effect {entity!r} of {job} @ {fire:%H:%M:%S} by attempt {attempt}, "
+                          f"receipt by attempt {receipt[4]}")
+            if (job, fire, attempt, agent) not in grants:
+                self.fail(f"effect {entity!r} of {job} @ {fire:%H:%M:%S} by {agent} attempt "
+                          f"{attempt}, which was never granted that lease")
+        plain = {k for k in written if not k[2].startswith("once:")}
+        for job, fire, entity in receipt_at:
+            if by_key.get((job, fire)) is None:
+                self.fail(f"receipt {entity!r} for {job} @ {fire:%H:%M:%S} without a run")
+            once = self.jobs[job].get("once") == entity
+            if not once and (job, fire, entity) not in plain:
+                self.fail(f"receipt {entity!r} of {job} @ {fire:%H:%M:%S} without the app's "
+                          "write of the same transaction")
+        for (job, fire), row in by_key.items():
+            if row[3] != "done":
+                continue
+            spec = self.jobs[job]
+            for key in ("before", "once", "after"):
+                if spec.get(key) and (job, fire, spec[key]) not in receipt_at:
+                    self.fail(f"{job} @ {fire:%H:%M:%S} done without its {spec[key]!r} effect")
+
+    # one handler per attempt, and only for attempts the database granted
+    def _starts(
+        self,
+        by_key: dict[tuple[str, datetime], tuple[Any, ...]],
+        starts: list[tuple[Any, ...]],
+        grants: set[tuple[Any, ...]],
+    ) -> None:
+        seen: Counter[tuple[Any, ...]] = Counter()
+        for job, fire, agent, attempt, _at in starts:
+            seen[(job, fire, attempt)] += 1
+            if seen[(job, fire, attempt)] == 2:
+                self.fail(f"{job} @ {fire:%H:%M:%S} attempt {attempt} ran twice")
+            if (job, fire, attempt, agent) not in grants:
+                self.fail(f"{job} @ {fire:%H:%M:%S}: {agent} ran attempt {attempt} "
+                          "without being granted it")
+            row = by_key.get((job, fire))
+            if row is not None and attempt > row[4]:
+                self.fail(f"{job} @ {fire:%H:%M:%S}: attempt {attempt} ran, row says {row[4]}")
+        reruns = Counter((job, fire) for job, fire, *_ in starts)
+        self.stats["occurrences_run_more_than_once"] = sum(1 for n in reruns.values() if n > 1)
+
+
+def _key(row: dict[str, Any]) -> tuple[str, datetime]:
+    return row["job_name"], datetime.fromisoformat(row["fire_time"])
+
+
+def _terminal(row: dict[str, Any]) -> bool:
+    return row["status"] in TERMINAL or (row["status"] == "failed" and row["retry_at"] is None)
+
+
+def _diff(a: dict[str, Any], b: dict[str, Any]) -> str:
+    keys = sorted(set(a) | set(b))
+    return ", ".join(f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in keys if a.get(k) != b.get(k))
+
+
+def _short(row: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={row.get(k)}" for k in ("id", "job_name", "fire_time", "status",
+                                                     "attempt", "claimed_by"))
+
+
+# -- reporting and replay --------------------------------------------------------------------------
+
+
+def summary(report: dict[str, Any]) -> str:
+    counts = ", ".join(f"{k} {v}" for k, v in report["fault_counts"].items())
+    lines = [
+        f"seed {report['seed']}: R={report['replicas']} J={report['jobs']} "
+        f"faults for {report['fault_seconds']}s ({counts}; up to "
+        f"{report['max_concurrent_faults']} at once), {report['occurrences_checked']} "
+        f"occurrences checked, {report.get('rows', 0)} rows, "
+        f"{len(report['violations'])} violation(s), {report['elapsed_seconds']}s",
+    ]
+    for violation in report["violations"][:30]:
+        lines.append(f"  - {violation}")
+    if report["violations"]:
+        lines.append(f"  replay: {replay_command(report)}")
+        lines.append(f"  logs: {report['logs']}")
+    return "\n".join(lines)
+
+
+def replay_command(report: dict[str, Any]) -> str:
+    return (
+        f"python -m tests.chaos.chaos --seed {report['seed']} --replicas {report['replicas']} "
+        f"--jobs {report['jobs']} --duration {report['fault_seconds']}"
+    )
+
+
+def run_seed(cfg: ChaosConfig, folder: Path | None = None, verbose: bool = False) -> dict[str, Any]:
+    folder = folder or Path(tempfile.mkdtemp(prefix=f"claimsched-chaos-{cfg.seed}-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    say = (lambda text: print(text, file=sys.stderr, flush=True)) if verbose else None
+    report = ChaosRun(cfg, folder, say).run()
+    (folder / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--replicas", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=20)
+    parser.add_argument("--duration", type=float, default=22.0)
+    parser.add_argument("--kinds", default=",".join(FAULT_KINDS))
+    parser.add_argument("--lapse-partitions", action="store_true")
+    parser.add_argument("--plan", action="store_true", help="print the plan only")
+    args = parser.parse_args(argv)
+    cfg = ChaosConfig(
+        seed=args.seed, replicas=args.replicas, jobs=args.jobs, duration=args.duration,
+        kinds=tuple(args.kinds.split(",")), lapse_partitions=args.lapse_partitions,
+    )
+    if args.plan:
+        run = ChaosRun(cfg, Path(tempfile.mkdtemp()))
+        print(json.dumps({"jobs": run.jobs, "skewed": run.skewed,
+                          "faults": [asdict(f) for f in run.faults]}, indent=1))
+        return 0
+    report = run_seed(cfg, verbose=True)
+    print(summary(report))
+    return 1 if report["violations"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

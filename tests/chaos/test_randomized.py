@@ -1,0 +1,201 @@
+"""Random, overlapping faults from seeded schedules: the guarantees hold on every seed.
+
+The CI profile: R=5 replicas, J=20 jobs, 22 s of faults per seed, five fixed seeds (about
+40 s each). CHAOS_SEEDS=1,2,3 replays other seeds; a failure prints its seed, the faults, each
+violated invariant and the command that replays it. The soak profile is bench/soak.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .chaos import (
+    FAULT_KINDS,
+    PG_FAULTS,
+    REPLICA_FAULTS,
+    ChaosConfig,
+    Checker,
+    plan_faults,
+    plan_jobs,
+    run_seed,
+    summary,
+)
+
+CI_SEEDS = [int(s) for s in os.environ.get("CHAOS_SEEDS", "11,23,37,41,59").split(",")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", CI_SEEDS)
+def test_random_overlapping_faults_never_break_a_guarantee(seed: int, tmp_path: Path) -> None:
+    report = run_seed(ChaosConfig(seed=seed, replicas=5, jobs=20, duration=22.0), tmp_path)
+    print(summary(report))
+    assert not report["violations"], summary(report)
+    # the storm really happened: every kind of fault, some at once, over real work
+    assert all(n >= 1 for n in report["fault_counts"].values()), summary(report)
+    assert report["max_concurrent_faults"] >= 2, summary(report)
+    assert report["occurrences_checked"] >= 150, summary(report)
+    assert report["maintenance"].get("runs", 0) >= 2, summary(report)
+
+
+# -- the plan is a pure function of the seed -------------------------------------------------------
+
+
+def _plan(seed: int, replicas: int = 5) -> tuple[list[dict[str, Any]], list[Any]]:
+    rng = random.Random(seed)
+    jobs = plan_jobs(rng, 20)
+    cfg = ChaosConfig(seed=seed, replicas=replicas)
+    slots = [f"r{i}" for i in range(replicas)]
+    return jobs, plan_faults(rng, cfg, slots, slots[0], lease_max=5, period_max=3)
+
+
+@pytest.mark.parametrize("seed", [*CI_SEEDS, 1, 2, 3, 4, 5, 6, 7, 8])
+def test_a_seed_always_gives_the_same_storm_and_the_storm_is_sane(seed: int) -> None:
+    jobs, faults = _plan(seed)
+    assert (jobs, faults) == _plan(seed)
+    assert {f.kind for f in faults} <= set(FAULT_KINDS)
+    assert len({j["name"] for j in jobs}) == 20
+    assert {j["concurrency_policy"] for j in jobs} == {"Forbid", "Allow"}
+    pg = sorted((f.at, f.at + f.duration) for f in faults if f.kind in PG_FAULTS)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(pg)), "one Postgres fault at once"
+    for slot in {f.target for f in faults if f.kind in REPLICA_FAULTS}:
+        mine = sorted(
+            (f.at, f.at + f.duration) for f in faults if f.target == slot and f.kind != "skew"
+        )
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(mine))
+    assert all(-300 <= f.value <= 300 for f in faults if f.kind == "skew")
+
+
+def test_the_ci_seeds_plan_every_kind_of_fault() -> None:
+    for seed in CI_SEEDS:
+        _, faults = _plan(seed)
+        assert {f.kind for f in faults} == set(FAULT_KINDS), seed
+
+
+# -- the checks catch what they claim to catch -----------------------------------------------------
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+JOB = {"name": "j", "period": 1, "before": "prepare", "once": "notify", "after": "report"}
+
+
+def _row(
+    rid: int, second: int, status: str = "done", attempt: int = 1, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "id": rid, "job_name": "j", "fire_time": (T0 + timedelta(seconds=second)).isoformat(),
+        "status": status, "attempt": attempt, "claimed_by": extra.pop("owner", "r0"),
+        "lease_until": None, "retry_at": None, "finished_at": None, "error": None, **extra,
+    }
+
+
+class History:
+    """A small, consistent history (3 occurrences, one orphaned and reclaimed) to spoil."""
+
+    def __init__(self) -> None:
+        self.audit: list[tuple[Any, ...]] = []
+        self.runs: list[tuple[Any, ...]] = []
+        self.receipts: list[tuple[Any, ...]] = []
+        self.ledger: list[tuple[Any, ...]] = []
+        self.starts: list[tuple[Any, ...]] = []
+        for second in (1, 2, 3):
+            self.occurrence(second)
+
+    def event(self, op: str, old: Any, new: Any, tx: int | None = None) -> None:
+        self.audit.append((len(self.audit), op, tx or len(self.audit), None, old, new))
+
+    def occurrence(self, second: int) -> None:
+        fire, rid = T0 + timedelta(seconds=second), second
+        claimed = _row(rid, second, "running")
+        self.event("INSERT", None, claimed)
+        attempt, owner = 1, "r0"
+        if second == 2:  # killed, orphaned, reclaimed by r1
+            orphan = {**claimed, "status": "orphaned"}
+            self.event("UPDATE", claimed, orphan)
+            claimed = {**orphan, "status": "running", "attempt": 2, "claimed_by": "r1"}
+            self.event("UPDATE", orphan, claimed)
+            self.starts.append(("j", fire, "r0", 1, fire))
+            attempt, owner = 2, "r1"
+        self.event("UPDATE", claimed, {**claimed, "status": "done"})
+        self.runs.append((rid, "j", fire, "done", attempt, owner, None, fire, None, None, 0, True))
+        self.starts.append(("j", fire, owner, attempt, fire))
+        for entity in ("prepare", "notify", "report"):
+            self.receipts.append((entity, "j", fire, rid, attempt))
+            written = f"once:{entity}" if entity == "notify" else entity
+            self.ledger.append(("j", fire, written, owner, attempt))
+
+    def check(self, cutoff_second: int = 3) -> list[str]:
+        checker = Checker(
+            [JOB], {"j": T0}, {"j": T0 + timedelta(seconds=cutoff_second)}, {"j": ("j", 5, True)}
+        )
+        return checker.check(self.runs, self.receipts, self.ledger, self.starts, self.audit)
+
+
+def test_a_consistent_history_passes_every_check() -> None:
+    assert History().check() == []
+
+
+@pytest.mark.parametrize(
+    ("spoil", "expected"),
+    [
+        (lambda h: h.ledger.append(h.ledger[0]), "happened twice"),
+        (lambda h: h.receipts.pop(0), "has no receipt"),
+        (lambda h: h.ledger.pop(2), "without the app's write"),
+        (lambda h: h.runs.pop(), "never ran and was never recorded"),
+        (lambda h: (h.receipts.pop(2), h.ledger.pop(2)), "done without its 'report' effect"),
+        (lambda h: h.starts.append(h.starts[-1]), "ran twice"),
+        (lambda h: h.starts.append(("j", T0, "r9", 1, T0)), "without being granted"),
+        (lambda h: h.event("INSERT", None, _row(99, 1, "running")), "claimed twice"),
+        (lambda h: h.event("UPDATE", _row(1, 1), _row(1, 1, "running")), "finished run"),
+        (
+            lambda h: h.event("UPDATE", _row(1, 1, "running"), _row(1, 1, "done")),
+            "completed as done 2 times",
+        ),
+        (
+            lambda h: h.event("UPDATE", _row(7, 7, "orphaned"), _row(7, 7, "running", 3)),
+            "attempt 1 -> 3",
+        ),
+        (
+            lambda h: h.event("UPDATE", _row(7, 7, "running"), _row(7, 7, "running", owner="r4")),
+            "without a new fencing token",
+        ),
+        (
+            lambda h: (
+                h.event("DELETE", _row(1, 1), None, tx=500),
+                h.event("INSERT", None, _row(1, 1, "running"), tx=500),
+            ),
+            "maintenance moved run 1 and changed it",
+        ),
+        (lambda h: h.event("DELETE", _row(3, 3), None, tx=501), "never put back"),
+        (
+            lambda h: h.runs.append((9, "j", T0, "running", 1, "r0", None, None, None, None, 0,
+                                     True)),
+            "still running past its lease",
+        ),
+        (
+            lambda h: h.runs.append((9, "j", T0, "orphaned", 1, "r0", None, None, "x", None, 1,
+                                     True)),
+            "left orphaned",
+        ),
+        (
+            lambda h: h.runs.append((9, "j", T0, "failed", 2, "r0", None, T0, "boom", None, 0,
+                                     True)),
+            "failed for good after 2 of 5 attempts",
+        ),
+        (
+            lambda h: h.runs.append((9, "j", T0, "skipped", 1, "r0", None, T0, None, None, 0,
+                                     True)),
+            "skipped without a reason",
+        ),
+    ],
+)
+def test_every_check_catches_a_planted_violation(spoil: Any, expected: str) -> None:
+    history = History()
+    spoil(history)
+    found = history.check()
+    assert any(expected in line for line in found), found
