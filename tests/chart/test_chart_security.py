@@ -210,3 +210,14 @@ def test_pod_disruption_budget_selects_the_operator_pods() -> None:
     assert pdb["spec"] == {"minAvailable": 1, "selector": pdb["spec"]["selector"]}
     assert not [d for d in documents({"podDisruptionBudget": {"enabled": False}})
                 if d["kind"] == "PodDisruptionBudget"]
+
+
+def test_every_variable_the_chart_sets_is_an_operator_setting() -> None:
+    from claimsched_operator.settings import OperatorSettings
+
+    known = {info.alias or f"CLAIMSCHED_{name.upper()}"
+             for name, info in OperatorSettings.model_fields.items()}
+    for values in ({}, {"replicaCount": 1, "peering": {"enabled": True, "priority": 5},
+                        "watch": {"namespaces": ["shop"]}, "databaseRefs": {"enabled": True}}):
+        unknown = set(env(documents(values))) - known
+        assert not unknown, f"the operator does not read {sorted(unknown)}"
