@@ -1,21 +1,23 @@
 """One Store (connection pool) per database: the default DSN, or a Secret named by
-spec.databaseRef. Migrations run on a database's first use, maintenance every interval."""
+spec.databaseRef. Migrations run on a database's first use, maintenance every interval.
+
+Databases are told apart by DSN: two Secrets (or a Secret and the default) holding the same DSN
+share one Store, known by the name it was first opened under ("default" or
+"secret:<namespace>/<name>/<key>")."""
 
 from __future__ import annotations
 
 import base64
+import binascii
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
 
-import kopf
-from kopf._cogs.clients import api as kopf_api
-from kopf._cogs.clients import errors as kopf_errors
-
 from claimsched.db import Store, redact_dsn
 from claimsched.errors import DatabaseUnavailable
 
+from .kubeapi import KubeApi, KubeApiError
 from .models import DatabaseRef
 
 log = logging.getLogger("claimsched.operator.databases")
@@ -24,30 +26,34 @@ DEFAULT = "default"
 
 
 def secret_key(namespace: str, ref: DatabaseRef) -> str:
-    """The key of the database named by a databaseRef."""
+    """The name of the database held by a databaseRef (until another name holds its DSN)."""
     return f"secret:{namespace}/{ref.name}/{ref.key}"
 
 
-async def read_secret_dsn(
-    namespace: str, ref: DatabaseRef, settings: kopf.OperatorSettings, logger: kopf.Logger
-) -> str:
-    """The DSN held by the Secret (GET through kopf's authenticated client)."""
-    url = f"/api/v1/namespaces/{namespace}/secrets/{ref.name}"
+async def read_secret_dsn(kube: KubeApi, namespace: str, ref: DatabaseRef) -> str:
+    """The DSN held by the Secret (GET with the operator's own credentials)."""
     try:
-        secret = await kopf_api.get(url, settings=settings, logger=logger)
-    except kopf_errors.APINotFoundError:
-        raise DatabaseUnavailable(f"Secret {namespace}/{ref.name} not found") from None
-    except kopf_errors.APIError as exc:
+        secret = await kube.get(f"/api/v1/namespaces/{namespace}/secrets/{ref.name}")
+    except KubeApiError as exc:
+        if exc.status == 404:
+            raise DatabaseUnavailable(f"Secret {namespace}/{ref.name} not found") from None
         raise DatabaseUnavailable(f"cannot read Secret {namespace}/{ref.name}: {exc}") from None
-    data = (secret or {}).get("data") or {}
+    data = secret.get("data") or {}
     if ref.key not in data:
         raise DatabaseUnavailable(f"Secret {namespace}/{ref.name} has no key {ref.key!r}")
-    return base64.b64decode(data[ref.key]).decode().strip()
+    try:
+        dsn = base64.b64decode(data[ref.key], validate=True).decode().strip()
+    except (binascii.Error, UnicodeDecodeError):
+        raise DatabaseUnavailable(
+            f"Secret {namespace}/{ref.name}: key {ref.key!r} is not a DSN") from None
+    if not dsn:
+        raise DatabaseUnavailable(f"Secret {namespace}/{ref.name}: key {ref.key!r} is empty")
+    return dsn
 
 
 @dataclass
 class Database:
-    key: str
+    name: str
     store: Store
     dsn: str
     maintained_at: float = field(default=0.0)
@@ -60,62 +66,73 @@ class Databases:
         self.schema = schema
         self.default_dsn = default_dsn
         self._lock = threading.Lock()
-        self._open: dict[str, Database] = {}
+        self._by_dsn: dict[str, Database] = {}
+        self._dsn_of: dict[str, str] = {}  # every name a database was asked for -> its DSN
 
-    def get(self, key: str, dsn: str | None = None) -> Store:
-        """The Store of a database, opened and migrated on first use (or when its DSN changed)."""
+    def get(self, key: str, dsn: str | None = None) -> Database:
+        """The database of `key` (DEFAULT, or a Secret's key with the DSN it holds), opened and
+        migrated on first use; a DSN already open is shared under its first name."""
         dsn = dsn or (self.default_dsn if key == DEFAULT else None)
         if not dsn:
-            raise DatabaseUnavailable(
-                "no database: set CLAIMSCHED_DSN or spec.databaseRef"
-            )
+            raise DatabaseUnavailable("no database: set CLAIMSCHED_DSN or spec.databaseRef")
         with self._lock:
-            known = self._open.get(key)
-            if known is not None and known.dsn == dsn:
-                return known.store
-            store = Store(dsn, schema=self.schema, max_size=4, name=f"operator-{key}")
-            try:
-                store.open()
-                applied = store.migrate()
-            except Exception:
-                store.close()
-                raise
-            log.info("database %s ready (%s), migrations applied: %s",
-                     key, redact_dsn(dsn), applied or "none",
-                     extra={"action": "database_open", "database": key})
-            if known is not None:
-                known.store.close()
-            self._open[key] = Database(key, store, dsn)
-            return store
+            known = self._by_dsn.get(dsn)
+            if known is None:
+                known = self._open(key, dsn)
+            previous = self._dsn_of.get(key)
+            self._dsn_of[key] = dsn
+            if previous is not None and previous != dsn and previous not in self._dsn_of.values():
+                gone = self._by_dsn.pop(previous, None)
+                if gone is not None:
+                    gone.store.close()
+            return known
 
-    def existing(self, key: str) -> Store | None:
-        with self._lock:
-            known = self._open.get(key)
-            return known.store if known else None
+    def _open(self, key: str, dsn: str) -> Database:
+        store = Store(dsn, schema=self.schema, max_size=4, name=f"operator-{key}")
+        try:
+            store.open()
+            applied = store.migrate()
+        except Exception:
+            store.close()
+            raise
+        log.info("database %s ready (%s), migrations applied: %s",
+                 key, redact_dsn(dsn), applied or "none",
+                 extra={"action": "database_open", "database": key})
+        database = self._by_dsn[dsn] = Database(key, store, dsn)
+        return database
 
-    def keys(self) -> list[str]:
+    def existing(self, name: str) -> Store | None:
+        """The Store of an open database, by its name."""
         with self._lock:
-            return list(self._open)
+            for database in self._by_dsn.values():
+                if database.name == name:
+                    return database.store
+            return None
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return [database.name for database in self._by_dsn.values()]
 
     def maintain_due(self, interval: float, retention_days: int) -> None:
         """Run maintenance on every database whose last run is older than `interval` seconds."""
-        for key in self.keys():
-            with self._lock:
-                db = self._open.get(key)
-            if db is None or (db.maintained_at and time.monotonic() - db.maintained_at < interval):
+        with self._lock:
+            databases = list(self._by_dsn.values())
+        for db in databases:
+            if db.maintained_at and time.monotonic() - db.maintained_at < interval:
                 continue
             try:
                 result = db.store.maintain(retention_days)
             except Exception as exc:
-                log.warning("maintenance of database %s failed: %s", key, exc,
-                            extra={"action": "maintain", "database": key})
+                log.warning("maintenance of database %s failed: %s", db.name, exc,
+                            extra={"action": "maintain", "database": db.name})
                 continue
             db.maintained_at = time.monotonic()
-            log.info("maintenance of database %s: %s", key, result,
-                     extra={"action": "maintain", "database": key})
+            log.info("maintenance of database %s: %s", db.name, result,
+                     extra={"action": "maintain", "database": db.name})
 
     def close(self) -> None:
         with self._lock:
-            for db in self._open.values():
+            for db in self._by_dsn.values():
                 db.store.close()
-            self._open.clear()
+            self._by_dsn.clear()
+            self._dsn_of.clear()

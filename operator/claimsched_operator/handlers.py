@@ -24,18 +24,18 @@ from claimsched.errors import (
 )
 from claimsched.specs import JobSpec, from_claimschedule
 
-from . import conditions, events, metrics
+from . import conditions, events, metrics, peering, triggers
 from .catalog import Entry
 from .conditions import AGENTS_AVAILABLE, READY, SYNCED, condition
 from .databases import DEFAULT, read_secret_dsn, secret_key
-from .models import ClaimScheduleSpec
+from .kubeapi import KubeApi, KubeApiError
+from .models import ClaimScheduleSpec, rfc3339
 from .runtime import Runtime
 from .settings import OperatorSettings
 
 log = logging.getLogger("claimsched.operator.handlers")
 
 RESOURCE = ("claimsched.io", "v1alpha1", "claimschedules")
-TRIGGER = "claimsched.io/trigger"
 STORAGE_PREFIX = "operator.claimsched.io"
 RETRY_DELAY = 5.0
 
@@ -44,9 +44,19 @@ class OwnerConflict(InvalidSpec):
     """Another ClaimSchedule already owns this job name."""
 
 
+class DatabaseRefDisabled(InvalidSpec):
+    """spec.databaseRef is disabled in this operator (CLAIMSCHED_OPERATOR_DATABASE_REFS=false):
+    remove it to use the operator's default database, or ask for databaseRefs to be enabled."""
+
+    def __init__(self) -> None:
+        super().__init__(self.__doc__ or "")
+
+
 def _reason(exc: Exception) -> str:
     if isinstance(exc, OwnerConflict):
         return "OwnerConflict"
+    if isinstance(exc, DatabaseRefDisabled):
+        return "DatabaseRefDisabled"
     if isinstance(exc, InvalidSchedule):
         return "InvalidSchedule"
     if isinstance(exc, UnknownTimeZone):
@@ -83,8 +93,14 @@ def _job_name(spec: Mapping[str, Any], name: str) -> str:
     return str(spec.get("jobName") or name)
 
 
+def _path(namespace: str | None, name: str) -> str:
+    group, version, plural = RESOURCE
+    return f"/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}"
+
+
 def register(config: OperatorSettings, registry: kopf.OperatorRegistry) -> None:
     """Register the operator's handlers, with `config`'s intervals, in `registry`."""
+    kube = KubeApi()
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
@@ -98,23 +114,35 @@ def register(config: OperatorSettings, registry: kopf.OperatorRegistry) -> None:
         settings.watching.connect_timeout = 10
         settings.networking.request_timeout = 30
         settings.execution.max_workers = 8
-        runtime = Runtime.create(config)
-        runtime.kopf_settings = settings
+        settings.peering.lifetime = config.peering_lifetime_seconds
+        settings.peering.stealth = True  # keep-alives are not worth a log line each
+        if config.namespace_list:
+            # Exact namespaces: no namespace or CRD observation, so no cluster-wide permissions.
+            settings.scanning.disabled = True
+        runtime = Runtime.create(config, kube)
         memo["runtime"] = runtime
         metrics.serve(config.metrics_port)
         await runtime.start()
         log.info("claimsched operator started", extra={"action": "startup"})
 
     @kopf.on.login(registry=registry)
-    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        """The pod's service account in a cluster, else the kubeconfig (no client library)."""
-        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+    async def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        """The pod's service account in a cluster, else the kubeconfig (no client library).
+        The operator's own requests use the same credentials; the peering object is made
+        here, before kopf's peering (which starts only once a login succeeded) looks for it."""
+        info: kopf.ConnectionInfo | None = (
+            kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs))
+        if info is not None:
+            kube.use(info)
+            await peering.ensure(kube, config)
+        return info
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         runtime: Runtime | None = memo.get("runtime")
         if runtime is not None:
             await runtime.stop()
+        await kube.close()
 
     @kopf.on.resume(*RESOURCE, registry=registry)
     @kopf.on.create(*RESOURCE, registry=registry)
@@ -147,13 +175,11 @@ def register(config: OperatorSettings, registry: kopf.OperatorRegistry) -> None:
         try:
             if parsed.database_ref is not None and namespace:
                 if not runtime.config.database_refs:
-                    raise InvalidSpec(
-                        "spec.databaseRef is disabled in this operator "
-                        "(CLAIMSCHED_OPERATOR_DATABASE_REFS=false)")
+                    raise DatabaseRefDisabled()
                 key = secret_key(namespace, parsed.database_ref)
-                dsn = await read_secret_dsn(
-                    namespace, parsed.database_ref, runtime.kopf_settings, logger)
-            store = await asyncio.to_thread(runtime.databases.get, key, dsn)
+                dsn = await read_secret_dsn(runtime.kube, namespace, parsed.database_ref)
+            database = await asyncio.to_thread(runtime.databases.get, key, dsn)
+            store = database.store
             outcome = await asyncio.to_thread(sync_schedule, store, job_spec)
         except InvalidSpec as exc:
             _invalid(runtime, body, owner, job, exc, old_conditions, set_conditions)
@@ -165,7 +191,7 @@ def register(config: OperatorSettings, registry: kopf.OperatorRegistry) -> None:
             )
             raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
         metrics.SCHEDULES_SYNCED.labels(outcome).inc()
-        runtime.catalog.put(Entry(owner, job, key, job_spec, job_spec.parsed))
+        runtime.catalog.put(Entry(owner, job, database.name, job_spec, job_spec.parsed))
         was_synced = conditions.status_of(old_conditions, SYNCED) == "True"
         message = (f"job {job} runs {job_spec.schedule} in {job_spec.time_zone}"
                    + (" (suspended)" if not job_spec.enabled else ""))
@@ -177,7 +203,7 @@ def register(config: OperatorSettings, registry: kopf.OperatorRegistry) -> None:
         if outcome != "unchanged" or not was_synced:
             _post(body, events.Event(events.NORMAL, "Synced", f"{message}: row {outcome}"))
         logger.info("job %s synced: %s", job, outcome)
-        await _trigger(store, body, meta, status, patch, job)
+        await _trigger(runtime.kube, store, body, meta, status, patch, job, logger)
 
     @kopf.on.delete(*RESOURCE, registry=registry)
     async def delete(
@@ -273,18 +299,31 @@ def _invalid(
 
 
 async def _trigger(
-    store: Store, body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch,
-    job: str,
+    kube: KubeApi, store: Store, body: kopf.Body, meta: kopf.Meta, status: kopf.Status,
+    patch: kopf.Patch, job: str, logger: kopf.Logger,
 ) -> None:
-    """A new claimsched.io/trigger value asks for exactly one manual run."""
-    wanted = (meta.get("annotations") or {}).get(TRIGGER)
-    if not wanted or wanted == status.get("lastTrigger"):
+    """A new claimsched.io/trigger value asks for exactly one manual run (see triggers.py)."""
+    annotations = meta.get("annotations") or {}
+    wanted = annotations.get(triggers.TRIGGER)
+    if not wanted:
+        return
+    wanted = str(wanted)
+    plan = triggers.Plan.decode(annotations.get(triggers.PLAN))
+    if triggers.handled(wanted, status.get("lastTrigger"), plan):
         return
     try:
-        now = await asyncio.to_thread(store.db_now)
-        await asyncio.to_thread(store.request_runs, job, [now], "manual")
-    except ClaimschedError as exc:
+        if plan is None or plan.digest != triggers.digest(wanted):
+            plan = triggers.Plan.new(wanted, await asyncio.to_thread(store.db_now))
+            await kube.merge_patch(_path(meta.get("namespace"), str(meta.get("name"))),
+                                   {"metadata": {"annotations": {triggers.PLAN: plan.encode()}}})
+        new = await asyncio.to_thread(store.request_runs, job, [plan.fire_time], "manual")
+    except (ClaimschedError, KubeApiError) as exc:
         raise kopf.TemporaryError(f"manual run of {job} not requested: {exc}",
                                   delay=RETRY_DELAY) from exc
-    patch.status["lastTrigger"] = str(wanted)[:253]
-    _post(body, events.Event(events.NORMAL, "Triggered", f"manual run of job {job} requested"))
+    patch.status["lastTrigger"] = triggers.recorded_value(wanted)
+    if new:
+        _post(body, events.Event(events.NORMAL, "Triggered", (
+            f"manual run of job {job} requested (fire time {rfc3339(plan.fire_time)})")))
+    else:
+        logger.info("manual run of job %s at %s was requested before the operator stopped; "
+                    "recording it", job, plan.fire_time)

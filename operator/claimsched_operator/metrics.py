@@ -1,6 +1,15 @@
-"""Prometheus metrics of the operator, in their own registry, served on the metrics port."""
+"""Prometheus metrics of the operator, in their own registry, served on the metrics port.
+
+Per ClaimSchedule, the gauges the Helm chart's PrometheusRule alerts on (labels `namespace`,
+`claimschedule` and `job_name`, as the chart's README documents them):
+claimsched_operator_missed_runs, claimsched_operator_failed_runs,
+claimsched_operator_orphaned_runs and claimsched_operator_schedules_without_agents."""
 
 from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -37,6 +46,71 @@ MANAGED_SCHEDULES = Gauge(
     ["database"],
     registry=REGISTRY,
 )
+
+SCHEDULE_LABELS = ["namespace", "claimschedule", "job_name"]
+MISSED_RUNS = Gauge(
+    "claimsched_operator_missed_runs",
+    "Occurrences in the last 24 hours that never ran (status.missedRuns.last24h), per "
+    "ClaimSchedule.",
+    SCHEDULE_LABELS,
+    registry=REGISTRY,
+)
+FAILED_RUNS = Gauge(
+    "claimsched_operator_failed_runs",
+    "Runs in the last 24 hours that ended failed (status.failedRuns.last24h), per ClaimSchedule.",
+    SCHEDULE_LABELS,
+    registry=REGISTRY,
+)
+ORPHANED_RUNS = Gauge(
+    "claimsched_operator_orphaned_runs",
+    "Orphaned runs not reclaimed yet (status.orphanedRuns.current), per ClaimSchedule.",
+    SCHEDULE_LABELS,
+    registry=REGISTRY,
+)
+WITHOUT_AGENTS = Gauge(
+    "claimsched_operator_schedules_without_agents",
+    "1 while the ClaimSchedule is enabled and no live agent has a handler for its job, else 0.",
+    SCHEDULE_LABELS,
+    registry=REGISTRY,
+)
+_PER_SCHEDULE = (MISSED_RUNS, FAILED_RUNS, ORPHANED_RUNS, WITHOUT_AGENTS)
+
+
+@dataclass(frozen=True)
+class ScheduleNumbers:
+    """One ClaimSchedule's values of the per-schedule gauges."""
+
+    missed_runs: int
+    failed_runs: int
+    orphaned_runs: int
+    without_agents: bool
+
+
+class ScheduleSeries:
+    """The per-schedule series: set from each refresh, removed when a schedule goes away."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._exported: set[tuple[str, str, str]] = set()
+
+    def update(self, numbers: dict[tuple[str, str, str], ScheduleNumbers]) -> None:
+        """Set the series of these (namespace, name, job) keys."""
+        with self._lock:
+            for key, n in numbers.items():
+                MISSED_RUNS.labels(*key).set(n.missed_runs)
+                FAILED_RUNS.labels(*key).set(n.failed_runs)
+                ORPHANED_RUNS.labels(*key).set(n.orphaned_runs)
+                WITHOUT_AGENTS.labels(*key).set(1 if n.without_agents else 0)
+                self._exported.add(key)
+
+    def keep_only(self, keys: set[tuple[str, str, str]]) -> None:
+        """Remove the series of every key not in `keys` (deleted, invalid, renamed job)."""
+        with self._lock:
+            for key in self._exported - keys:
+                for gauge in _PER_SCHEDULE:
+                    with contextlib.suppress(KeyError):
+                        gauge.remove(*key)
+            self._exported &= keys
 
 
 def serve(port: int) -> None:

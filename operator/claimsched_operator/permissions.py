@@ -15,24 +15,22 @@ class Permission:
 
 CLAIMSCHEDULES = (
     Permission("claimsched.io", "claimschedules", ("get", "list", "watch", "patch")),
-    Permission("claimsched.io", "claimschedules/status", ("get", "patch")),
+    Permission("claimsched.io", "claimschedules/status", ("patch",)),
 )
-EVENTS = (
-    Permission("", "events", ("create",)),
-    Permission("events.k8s.io", "events", ("create",)),
-)
-# kopf scans the API at startup and watches CRDs to notice the resource appear.
+# kopf posts core v1 Events.
+EVENTS = (Permission("", "events", ("create",)),)
+# Serving all namespaces, kopf lists and watches CRDs to notice the resource appear or change.
+# With exact namespaces the operator turns kopf's scanning off (no CRD or namespace requests).
 DISCOVERY_CLUSTER = (
-    Permission("apiextensions.k8s.io", "customresourcedefinitions", ("get", "list", "watch")),
+    Permission("apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch")),
 )
-# Watching all namespaces: kopf also lists/watches namespaces when patterns are given.
-NAMESPACES = (Permission("", "namespaces", ("get", "list", "watch")),)
 DATABASE_REFS = (Permission("", "secrets", ("get",)),)
+# kopf reads and patches the peering object; the operator creates it if missing (peering.py).
 PEERING_CLUSTER = (
-    Permission("kopf.dev", "clusterkopfpeerings", ("get", "list", "watch", "patch")),
+    Permission("kopf.dev", "clusterkopfpeerings", ("get", "list", "watch", "patch", "create")),
 )
 PEERING_NAMESPACED = (
-    Permission("kopf.dev", "kopfpeerings", ("get", "list", "watch", "patch")),
+    Permission("kopf.dev", "kopfpeerings", ("get", "list", "watch", "patch", "create")),
 )
 
 
@@ -41,7 +39,9 @@ def required(
 ) -> tuple[Permission, ...]:
     """Every permission of one mode. With given namespaces, the namespaced rules are granted in
     each watched namespace (a Role) and the cluster rules cluster-wide (a ClusterRole)."""
-    found = [*CLAIMSCHEDULES, *EVENTS, *DISCOVERY_CLUSTER, *NAMESPACES]
+    found = [*CLAIMSCHEDULES, *EVENTS]
+    if all_namespaces:
+        found += DISCOVERY_CLUSTER
     if database_refs:
         found += DATABASE_REFS
     if peering:

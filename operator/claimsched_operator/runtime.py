@@ -8,14 +8,13 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-import kopf
-
 from claimsched.errors import ClaimschedError
 
 from . import metrics, status
-from .catalog import Catalog
+from .catalog import Catalog, Entry
 from .databases import DEFAULT, Databases
 from .health import HealthServer
+from .kubeapi import KubeApi
 from .settings import OperatorSettings
 
 log = logging.getLogger("claimsched.operator")
@@ -27,22 +26,25 @@ class Runtime:
 
     config: OperatorSettings
     databases: Databases
+    kube: KubeApi
     catalog: Catalog = field(default_factory=Catalog)
     counter: status.OccurrenceCounter = field(default_factory=status.OccurrenceCounter)
+    series: metrics.ScheduleSeries = field(default_factory=metrics.ScheduleSeries)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     health: HealthServer | None = None
-    kopf_settings: kopf.OperatorSettings = field(default_factory=kopf.OperatorSettings)
 
     @classmethod
-    def create(cls, config: OperatorSettings) -> Runtime:
-        return cls(config, Databases(config.schema_name, config.default_dsn))
+    def create(cls, config: OperatorSettings, kube: KubeApi) -> Runtime:
+        return cls(config, Databases(config.schema_name, config.default_dsn), kube)
 
     # -- loops ---------------------------------------------------------------------------------
 
     def refresh_once(self) -> None:
         """Refresh every database's observations (blocking; runs in a worker thread)."""
         previous: dict[str, status.Observation] = {}
+        kept: set[tuple[str, str, str]] = set()
         for key, entries in self.catalog.by_database().items():
+            kept.update(_series_key(e) for e in entries)
             store = self.databases.existing(key)
             if store is None:
                 continue
@@ -65,6 +67,9 @@ class Runtime:
             metrics.REFRESH_STATEMENTS.labels(key).set(1)
             metrics.MANAGED_SCHEDULES.labels(key).set(len(schedules))
             self.catalog.publish(key, observed)
+            self.series.update({_series_key(e): _numbers(observed[e.job_name])
+                                for e in entries if e.job_name in observed})
+        self.series.keep_only(kept)
 
     async def _refresh_loop(self) -> None:
         interval = self.config.status_interval_seconds
@@ -90,7 +95,7 @@ class Runtime:
         if not self.config.default_dsn:
             return True  # only databaseRef resources: nothing to check up front
         try:
-            self.databases.get(DEFAULT).db_now()
+            self.databases.get(DEFAULT).store.db_now()
         except ClaimschedError:
             return False
         return True
@@ -111,6 +116,22 @@ class Runtime:
         if self.health is not None:
             await self.health.stop()
         await asyncio.to_thread(self.databases.close)
+        await self.kube.close()
+
+
+def _series_key(entry: Entry) -> tuple[str, str, str]:
+    namespace, _, name = entry.owner.partition("/")
+    return namespace, name, entry.job_name
+
+
+def _numbers(observed: status.Observation) -> metrics.ScheduleNumbers:
+    s = observed.status
+    return metrics.ScheduleNumbers(
+        missed_runs=s.missed_runs.last24h,
+        failed_runs=s.failed_runs.last24h,
+        orphaned_runs=s.orphaned_runs.current,
+        without_agents=observed.enabled and s.live_agents == 0,
+    )
 
 
 def _report_death(task: asyncio.Task[None]) -> None:

@@ -42,7 +42,8 @@ class OperatorSettings(BaseSettings):
     namespaces: str = Field(
         "",
         alias="CLAIMSCHED_OPERATOR_NAMESPACES",
-        description="Comma-separated namespaces to watch. Default: empty = all namespaces.",
+        description="Comma-separated namespaces to watch (exact names). Default: empty = all "
+        "namespaces.",
     )
     status_interval_seconds: float = Field(
         15.0,
@@ -76,6 +77,16 @@ class OperatorSettings(BaseSettings):
         alias="CLAIMSCHED_OPERATOR_PRIORITY",
         description="Peering priority (integer; the highest replica works, the others pause). "
         "Default: derived from a hash of POD_NAME, so replicas differ.",
+    )
+    peering_lifetime_seconds: int = Field(
+        60,
+        ge=1,
+        le=3600,
+        alias="CLAIMSCHED_OPERATOR_PEERING_LIFETIME_SECONDS",
+        description="How long a replica's peering record counts as alive without a keep-alive, "
+        "seconds (kopf's peering lifetime): a paused replica takes over this long after the "
+        "active one died. Keep-alives go out 5-10 s before it expires (every second when it is "
+        "under 11). Default 60.",
     )
     database_refs: bool = Field(
         False,

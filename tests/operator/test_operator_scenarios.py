@@ -3,15 +3,21 @@ operator; every request it made must be granted by claimsched_operator.permissio
 
 from __future__ import annotations
 
-import re
+import asyncio
+import threading
 
+import kmock
 import kubernetes
 from tests.helpers.kube_emulator import Served
 
 from claimsched.db import Store
-from claimsched_operator import permissions
 from conftest import (
+    GROUP,
+    NS,
+    PLURAL,
+    VERSION,
     Operator,
+    assert_permissions_cover_the_operator,
     claimschedule,
     condition,
     create,
@@ -19,34 +25,13 @@ from conftest import (
     events,
     eventually,
     fetch,
+    operator_permissions,
     patch,
     status,
 )
 
-RESOURCE_PATH = re.compile(
-    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
-    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$")
-VERBS = {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}
-
-
-def request_permission(method: str, path: str, params: dict[str, str]
-                       ) -> tuple[str, str, str] | None:
-    """(apiGroup, resource, verb) of a resource request; None for discovery."""
-    m = RESOURCE_PATH.match(path)
-    if m is None or (m["core"] is None and m["group"] is None):
-        return None
-    resource = m["resource"]
-    if m["ns"] is None and resource == "namespaces" and m["name"] and m["sub"]:
-        return None
-    group = "" if m["core"] else m["group"]
-    if m["sub"]:
-        resource = f"{resource}/{m['sub']}"
-    if method == "GET":
-        verb = "watch" if params.get("watch") in ("true", "1") else "get" if m["name"] else "list"
-    else:
-        verb = VERBS[method]
-    return group, resource, verb
-
+TRIGGER = "claimsched.io/trigger"
+PLAN = "operator.claimsched.io/trigger-plan"
 
 def runs(store: Store, job: str, kind: str | None = None) -> int:
     with store.connection() as conn:
@@ -125,12 +110,58 @@ def test_invalid_specs_missing_agents_triggers_restart_and_delete(
     eventually(lambda: schedule_row(store, "lonely") == ("@every 1s", True, "default/copycat"),
                "copycat to take over the freed job name", log=operator.log)
 
-    granted = permissions.required(all_namespaces=True, database_refs=False, peering=False)
-    missing = set()
-    for x in served.emulator.exchanges:
-        wanted = request_permission(x.method, x.path, x.params)
-        if wanted and wanted[1] == "claimschedules" and wanted[2] in ("create", "delete"):
-            continue  # this test playing kubectl; the operator never creates or deletes them
-        if wanted and not permissions.covers(granted, *wanted):
-            missing.add(wanted)
-    assert not missing, f"requests not covered by permissions.py: {sorted(missing)}"
+    # Every request the operator made is granted; the test's own kubectl calls (its own token)
+    # are told apart, so create and delete count too: the operator never does either.
+    assert_permissions_cover_the_operator(served)
+    used = operator_permissions(served)
+    assert not {p for p in used if p[1] == "claimschedules" and p[2] in ("create", "delete")}
+    assert ("claimsched.io", "claimschedules/status", "patch") in used
+
+
+def test_trigger_is_not_run_twice_when_the_operator_dies_before_recording_it(
+        served: Served, api: kubernetes.client.CustomObjectsApi, operator: Operator,
+        store: Store) -> None:
+    operator.start()
+    create(api, claimschedule("nightly", "0 3 * * *"))
+    eventually(lambda: (c := condition(api, "nightly", "Synced")) and c["status"] == "True",
+               "nightly to be synced", log=operator.log)
+
+    # Hold the answer to kopf's write after the handler (the object's annotations, then its
+    # status): the manual run is in the database, lastTrigger is not written yet. The emulator
+    # stores the write before any reaction answers, so only the answer is held.
+    path = f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/{PLURAL}/nightly"
+    caught, release = threading.Event(), threading.Event()
+
+    def kopf_writes_crash(request: kmock.Request) -> bool:
+        return (request.method == kmock.method.PATCH and request.url.path == path
+                and "last-handled-configuration" in request.text and "crash" in request.text)
+
+    async def hold() -> None:
+        caught.set()
+        while not release.is_set():
+            await asyncio.sleep(0.02)
+        # No content: this one-shot reaction steps aside and the emulator answers as usual.
+
+    served.emulator[kopf_writes_crash] << hold
+    try:
+        patch(api, "nightly", {"metadata": {"annotations": {TRIGGER: "crash"}}})
+        eventually(caught.is_set, "kopf's write after the manual run", log=operator.log)
+        assert runs(store, "nightly", "manual") == 1
+        operator.kill()  # dies between the run and the record of it
+    finally:
+        release.set()
+    obj = fetch(api, "nightly")
+    assert obj is not None and "lastTrigger" not in obj.get("status", {})
+    assert PLAN in obj["metadata"]["annotations"]
+
+    operator.start()
+    eventually(lambda: status(api, "nightly").get("lastTrigger") == "crash",
+               "the restarted operator to record the trigger", log=operator.log)
+    assert runs(store, "nightly", "manual") == 1
+    assert "was requested before the operator stopped" in operator.log()
+
+    # A new value is still one new run.
+    patch(api, "nightly", {"metadata": {"annotations": {TRIGGER: "again"}}})
+    eventually(lambda: status(api, "nightly").get("lastTrigger") == "again", "lastTrigger again",
+               log=operator.log)
+    assert runs(store, "nightly", "manual") == 2
