@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import time
+from datetime import datetime
 from pathlib import Path
 
 import kubernetes
@@ -9,7 +12,16 @@ from tests.chaos.harness import replicas
 from tests.helpers.kube_emulator import Served
 
 from claimsched.db import Store
-from conftest import Operator, claimschedule, condition, create, events, eventually, status
+from conftest import (
+    Operator,
+    claimschedule,
+    condition,
+    create,
+    events,
+    eventually,
+    patch,
+    status,
+)
 
 
 def rows(store: Store, job: str) -> list[dict[str, object]]:
@@ -45,3 +57,94 @@ def test_created_schedule_is_synced_run_by_agents_and_reported(
         assert condition(api, "tick", "Synced")["status"] == "True"  # type: ignore[index]
         assert condition(api, "tick", "AgentsAvailable")["status"] == "True"  # type: ignore[index]
     assert len(events(served, "Synced", "tick")) == 1
+
+
+def db_time(store: Store) -> datetime:
+    """The database clock now (clock_timestamp: after everything committed so far)."""
+    with store.connection() as conn:
+        row = conn.execute("SELECT clock_timestamp()").fetchone()
+    assert row is not None
+    return row[0]  # type: ignore[no-any-return]
+
+
+def test_killed_agent_orphans_its_run_and_the_operator_reports_it(
+        served: Served, api: kubernetes.client.CustomObjectsApi, operator: Operator,
+        store: Store, dsn: str, tmp_path: Path) -> None:
+    operator.start()
+    create(api, claimschedule("slow", "@every 2s", leaseSeconds=5, heartbeatSeconds=1,
+                              catchUpWindowSeconds=1, maxAttempts=3))
+    eventually(lambda: rows(store, "slow"), "the job_schedule row", log=operator.log)
+    with replicas(dsn, tmp_path, [{"name": "slow", "sleep": 6, "after": "done"}]) as group:
+        for name in ("a1", "a2", "a3"):
+            group.start(name)
+        owner = eventually(lambda: group.owner_of_running("slow"), "a running run",
+                           log=group.dump)
+        before = eventually(lambda: status(api, "slow").get("orphanedRuns"),
+                            "orphanedRuns in the status", log=operator.log)
+        assert before == {"current": 0, "last24h": 0}
+        group.running[owner].signal(signal.SIGKILL)
+
+        orphaned = eventually(lambda: (o := status(api, "slow").get("orphanedRuns"))
+                              and o["last24h"] >= 1 and o, "orphanedRuns to rise",
+                              log=lambda: f"{group.dump()}\n{operator.log()}")
+        assert orphaned["last24h"] == 1
+        event = eventually(lambda: events(served, "RunOrphaned", "slow"), "a RunOrphaned Event",
+                           log=operator.log)[0]
+        assert event["type"] == "Warning" and "lost their lease" in event["message"]
+        # Another agent takes the orphan over with the next attempt.
+        taken = eventually(lambda: group.query(
+            "SELECT claimed_by, attempt FROM claimsched.job_runs"
+            " WHERE job_name = 'slow' AND orphan_count = 1 AND status IN ('running', 'done')"),
+            "the orphan to be reclaimed", log=group.dump)
+        assert taken[0][0] != owner and taken[0][1] == 2
+    assert len(events(served, "RunOrphaned", "slow")) == 1
+
+
+def test_suspended_schedule_starts_no_runs_and_resumes_without_catch_up(
+        served: Served, api: kubernetes.client.CustomObjectsApi, operator: Operator,
+        store: Store, dsn: str, tmp_path: Path) -> None:
+    operator.start()
+    # A long catch-up window with policy All: anything missed while suspended would be run.
+    create(api, claimschedule("tick", "@every 1s", leaseSeconds=6, heartbeatSeconds=1,
+                              catchUpWindowSeconds=600, catchUpPolicy="All"))
+    eventually(lambda: rows(store, "tick"), "the job_schedule row", log=operator.log)
+
+    def runs(after: datetime | None = None, until: datetime | None = None,
+             done: bool = False, started_after: datetime | None = None) -> int:
+        """tick's runs with fire_time in (after, until], only done ones, or started later."""
+        with store.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM job_runs WHERE job_name = 'tick'"
+                " AND (%(after)s::timestamptz IS NULL OR fire_time > %(after)s)"
+                " AND (%(until)s::timestamptz IS NULL OR fire_time <= %(until)s)"
+                " AND (NOT %(done)s OR status = 'done')"
+                " AND (%(started)s::timestamptz IS NULL OR started_at > %(started)s)",
+                {"after": after, "until": until, "done": done, "started": started_after},
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    with replicas(dsn, tmp_path, [{"name": "tick", "after": "done"}]) as group:
+        group.start("a1")
+        group.start("a2")
+        eventually(lambda: runs(done=True) >= 2, "runs before suspending",
+                   log=group.dump)
+
+        patch(api, "tick", {"spec": {"suspend": True}})
+        eventually(lambda: not rows(store, "tick")[0]["enabled"], "the row to be disabled",
+                   log=operator.log)
+        disabled = db_time(store)  # every claim from now on sees the row disabled
+        eventually(lambda: (c := condition(api, "tick", "Ready")) and c["reason"] == "Suspended",
+                   "Ready: Suspended", log=operator.log)
+        time.sleep(3)  # three occurrences fall while suspended, with both agents running
+        assert runs(after=disabled) == runs(started_after=disabled) == 0
+
+        patch(api, "tick", {"spec": {"suspend": False}})
+        resumed = eventually(lambda: (r := rows(store, "tick")[0])["enabled"] and r,
+                             "the row to be enabled", log=operator.log)["active_since"]
+        eventually(lambda: runs(after=resumed, done=True) >= 2,
+                   "runs after resuming", log=group.dump)
+        # Nothing of the suspended period was caught up, though the window would allow it.
+        assert runs(after=disabled, until=resumed) == 0
+        eventually(lambda: (s := status(api, "tick").get("lastRun")) and
+                   datetime.fromisoformat(s["fireTime"].replace("Z", "+00:00")) > resumed,
+                   "the status to show a run after resuming", log=operator.log)
