@@ -1,0 +1,82 @@
+"""spec.databaseRef: a ClaimSchedule's row lives in the database its Secret names."""
+
+from __future__ import annotations
+
+import base64
+
+import kubernetes
+import psycopg
+from tests.helpers.kube_emulator import Served
+
+from claimsched.db import Store
+from conftest import (
+    Operator,
+    assert_permissions_cover_the_operator,
+    claimschedule,
+    condition,
+    create,
+    events,
+    eventually,
+    sample,
+)
+
+
+def secret(name: str, dsn: str) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque",
+            "data": {"dsn": base64.b64encode(dsn.encode()).decode()}}
+
+
+def owners(dsn: str) -> dict[str, str]:
+    """job_name -> owner of the operator's rows in that database (none before migrations)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass('claimsched.job_schedule')").fetchone() == (None,):
+            return {}
+        return dict(conn.execute("SELECT job_name, owner FROM claimsched.job_schedule"
+                                 " WHERE source = 'operator'").fetchall())
+
+
+def test_database_ref_puts_the_row_in_the_database_its_secret_names(
+        served: Served, api: kubernetes.client.CustomObjectsApi,
+        core: kubernetes.client.CoreV1Api, operator: Operator, store: Store, dsn: str,
+        empty_dsn: str) -> None:
+    core.create_namespaced_secret("default", secret("reports-db", empty_dsn))
+    core.create_namespaced_secret("default", secret("reports-db-copy", empty_dsn))
+
+    # Disabled (the default): a databaseRef makes the resource invalid, with the reason.
+    operator.start()
+    create(api, claimschedule("remote", "@every 1h", databaseRef={"name": "reports-db"}))
+    ready = eventually(lambda: (c := condition(api, "remote", "Ready")) and
+                       c["status"] == "False" and c, "Ready=False", log=operator.log)
+    assert ready["reason"] == "DatabaseRefDisabled"
+    assert "CLAIMSCHED_OPERATOR_DATABASE_REFS=false" in ready["message"]
+    assert events(served, "Invalid", "remote")[0]["message"].startswith("DatabaseRefDisabled:")
+    assert owners(dsn) == {} and owners(empty_dsn) == {}
+    operator.kill()
+
+    # Enabled: the row lands in the Secret's database (migrated by the operator), not in the
+    # default one; two Secrets with the same DSN share one Store.
+    operator.env["CLAIMSCHED_OPERATOR_DATABASE_REFS"] = "true"
+    operator.serve_metrics = True
+    operator.start()
+    create(api, claimschedule("remote-copy", "@every 1h", databaseRef={"name": "reports-db-copy",
+                                                                       "key": "dsn"}))
+    create(api, claimschedule("local", "@every 1h"))
+    eventually(lambda: len(owners(empty_dsn)) == 2, "both rows in the Secret's database",
+               log=operator.log)
+    assert owners(empty_dsn) == {"remote": "default/remote", "remote-copy": "default/remote-copy"}
+    eventually(lambda: owners(dsn), "local's row in the default database", log=operator.log)
+    assert owners(dsn) == {"local": "default/local"}
+    for name in ("remote", "remote-copy", "local"):
+        eventually(lambda n=name: (c := condition(api, n, "Synced")) and c["status"] == "True",
+                   f"{name} synced", log=operator.log)
+    metrics = eventually(lambda: (m := operator.metrics()) and sample(
+        m, "claimsched_operator_schedules", database="default") == 1 and m,
+        "the schedules gauge", log=operator.log)
+    # The shared Store is known by the Secret it was first opened for.
+    shared = {sample(metrics, "claimsched_operator_schedules", database=f"secret:default/{n}/dsn")
+              for n in ("reports-db", "reports-db-copy")}
+    assert shared == {2, None}
+    assert operator.log().count("database secret:") == 1  # one Store opened for that database
+
+    # databaseRef mode: reading Secrets is granted, and nothing else was asked for.
+    assert_permissions_cover_the_operator(served, database_refs=True)
