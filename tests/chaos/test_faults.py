@@ -13,7 +13,7 @@ import pytest
 from claimsched.embedded import TemporaryPostgres
 from tests.integration.support import wait_for
 
-from .harness import replicas, store
+from .harness import Replicas, replicas, store
 
 pytestmark = pytest.mark.slow
 
@@ -39,6 +39,15 @@ def _assert_exactly_once(group, job: str) -> list:  # type: ignore[no-untyped-de
     gaps = [b - a for a, b in itertools.pairwise(fire_times)]
     assert all(gap == timedelta(seconds=1) for gap in gaps), f"missed occurrences: {gaps}"
     return rows
+
+
+def _one_running_run(group: Replicas, dsn: str, job: str, agents: int) -> str:
+    """Wait for the agents, queue one manual run of `job`, return the agent that runs it."""
+    wait_for(lambda: len(group.query("SELECT 1 FROM claimsched.agents")) == agents, what="agents")
+    s = store(dsn)
+    s.request_runs(job, [s.db_now()], "manual")
+    s.close()
+    return str(wait_for(lambda: group.owner_of_running(job), what="a running run"))
 
 
 def test_three_replicas_run_every_occurrence_exactly_once(dsn: str, tmp_path: Path) -> None:
@@ -85,11 +94,7 @@ def test_a_killed_replicas_run_is_reclaimed_and_finished_without_repeating_effec
     with replicas(dsn, tmp_path, jobs) as group:
         for index in range(3):
             group.start(f"r{index}")
-        wait_for(lambda: len(group.query("SELECT 1 FROM claimsched.agents")) == 3, what="agents")
-        s = store(dsn)
-        s.request_runs("slow", [s.db_now()], "manual")
-        s.close()
-        victim = wait_for(lambda: group.owner_of_running("slow"), what="a running run")
+        victim = _one_running_run(group, dsn, "slow", 3)
         wait_for(
             lambda: group.query("SELECT 1 FROM public.ledger WHERE entity = 'first-half'"),
             what="the first effect",
@@ -118,11 +123,7 @@ def test_a_paused_replica_is_fenced_out_when_it_wakes_up(dsn: str, tmp_path: Pat
     with replicas(dsn, tmp_path, jobs) as group:
         for index in range(3):
             group.start(f"r{index}")
-        wait_for(lambda: len(group.query("SELECT 1 FROM claimsched.agents")) == 3, what="agents")
-        s = store(dsn)
-        s.request_runs("slow", [s.db_now()], "manual")
-        s.close()
-        paused = wait_for(lambda: group.owner_of_running("slow"), what="a running run")
+        paused = _one_running_run(group, dsn, "slow", 3)
         group.running[paused].signal(signal.SIGSTOP)
         wait_for(lambda: _done(group, "slow") == 1, timeout=30, what="the reclaimed run")
         group.running[paused].signal(signal.SIGCONT)
@@ -213,11 +214,7 @@ def test_sigterm_lets_a_short_run_finish(dsn: str, tmp_path: Path) -> None:
     jobs = [{"name": "short", "schedule": "@yearly", "after": "x", "sleep": 1}]
     with replicas(dsn, tmp_path, jobs) as group:
         replica = group.start("r0")
-        wait_for(lambda: group.query("SELECT 1 FROM claimsched.agents"), what="the agent")
-        s = store(dsn)
-        s.request_runs("short", [s.db_now()], "manual")
-        s.close()
-        wait_for(lambda: group.owner_of_running("short"), what="a running run")
+        _one_running_run(group, dsn, "short", 1)
         replica.signal(signal.SIGTERM)
         assert replica.process.wait(15) == 0
         assert group.query("SELECT status, claimed_by, attempt FROM claimsched.job_runs") == [
@@ -239,11 +236,7 @@ def test_sigterm_hands_a_long_run_to_another_replica_at_once(dsn: str, tmp_path:
     with replicas(dsn, tmp_path, jobs, CLAIMSCHED_SHUTDOWN_GRACE_SECONDS="0.5") as group:
         group.start("r0")
         group.start("r1")
-        wait_for(lambda: len(group.query("SELECT 1 FROM claimsched.agents")) == 2, what="agents")
-        s = store(dsn)
-        s.request_runs("long", [s.db_now()], "manual")
-        s.close()
-        owner = wait_for(lambda: group.owner_of_running("long"), what="a running run")
+        owner = _one_running_run(group, dsn, "long", 2)
         group.running[owner].signal(signal.SIGTERM)
         other = "r1" if owner == "r0" else "r0"
         wait_for(
