@@ -1,0 +1,95 @@
+"""The running operator's endpoints: /healthz, /readyz (the default database) and /metrics,
+with the per-ClaimSchedule gauges that the Helm chart's alerts use."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+from pathlib import Path
+
+import kubernetes
+import psycopg
+from tests.chaos.harness import replicas
+
+from conftest import Operator, claimschedule, create, delete, eventually, sample, status
+
+PER_SCHEDULE = ("claimsched_operator_missed_runs", "claimsched_operator_failed_runs",
+                "claimsched_operator_orphaned_runs",
+                "claimsched_operator_schedules_without_agents")
+FAST = {"leaseSeconds": 5, "heartbeatSeconds": 1, "catchUpWindowSeconds": 1}
+
+
+def test_probes_follow_the_default_database_and_metrics_report_each_schedule(
+        api: kubernetes.client.CustomObjectsApi, operator: Operator, server_dsn: str,
+        template_db: str, tmp_path: Path) -> None:
+    name = f"late_{os.getpid()}_{secrets.token_hex(3)}"
+    late_dsn = psycopg.conninfo.make_conninfo(server_dsn, dbname=name)
+    operator.dsn = late_dsn  # a database that does not exist yet
+    operator.serve_metrics = True
+    operator.start()
+    try:
+        assert operator.get("/healthz") == 200
+        assert operator.get("/readyz") == 503
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+        eventually(lambda: operator.get("/readyz") == 200, "ready once the database is up",
+                   log=operator.log)
+        scenario(api, operator, late_dsn, tmp_path)
+    finally:
+        operator.kill()
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def scenario(api: kubernetes.client.CustomObjectsApi, operator: Operator, dsn: str,
+             tmp_path: Path) -> None:
+    # lonely: nobody handles it (missed, no agents); flaky: fails every time; slow: its only
+    # agent is killed mid-run and the run stays orphaned (another agent reaps it, none takes it).
+    for job in ("lonely", "flaky", "slow"):
+        create(api, claimschedule(job, "@every 2s", **FAST))
+    (tmp_path / "slow").mkdir()
+    (tmp_path / "flaky").mkdir()
+    with replicas(dsn, tmp_path / "slow", [{"name": "slow", "sleep": 30}]) as slow, \
+            replicas(dsn, tmp_path / "flaky", [{"name": "flaky", "fail": True}]) as flaky:
+        slow.start("a1")
+        flaky.start("b1")
+        eventually(lambda: slow.owner_of_running("slow") == "a1", "slow running on a1",
+                   log=slow.dump)
+        slow.running["a1"].signal(signal.SIGKILL)
+
+        def value(metric: str, job: str) -> float | None:
+            return sample(operator.metrics(), metric, namespace="default", claimschedule=job,
+                          job_name=job)
+
+        expected = {
+            ("claimsched_operator_missed_runs", "lonely"): lambda v: v >= 1,
+            ("claimsched_operator_schedules_without_agents", "lonely"): lambda v: v == 1,
+            ("claimsched_operator_failed_runs", "flaky"): lambda v: v >= 1,
+            ("claimsched_operator_schedules_without_agents", "flaky"): lambda v: v == 0,
+            ("claimsched_operator_orphaned_runs", "slow"): lambda v: v == 1,
+            ("claimsched_operator_schedules_without_agents", "slow"): lambda v: v == 1,
+        }
+        for (metric, job), check in expected.items():
+            eventually(lambda m=metric, j=job, c=check: (v := value(m, j)) is not None and c(v),
+                       f"{metric} of {job}", timeout=30,
+                       log=lambda: f"{flaky.dump()}\n{operator.metrics()}")
+    # The status says the same (it is patched by the next timer run, up to 0.5 s later).
+    for job, field, sub, check in (("slow", "orphanedRuns", "current", lambda v: v == 1),
+                                   ("flaky", "failedRuns", "last24h", lambda v: v >= 1),
+                                   ("lonely", "missedRuns", "last24h", lambda v: v >= 1)):
+        eventually(lambda j=job, f=field, k=sub, c=check: c(status(api, j)[f][k]),
+                   f"{field}.{sub} of {job}", log=operator.log)
+
+    metrics = operator.metrics()
+    names = {metric for metric, _ in metrics}
+    assert set(PER_SCHEDULE) <= names
+    assert {"claimsched_operator_status_refresh_seconds_count",
+            "claimsched_operator_schedules_synced_total"} <= names
+    assert sample(metrics, "claimsched_operator_schedules", database="default") == 3
+
+    # A deleted ClaimSchedule's series go away.
+    delete(api, "lonely")
+    eventually(lambda: not any(("claimschedule", "lonely") in labels
+                               for _, labels in operator.metrics()),
+               "lonely's series to go", log=operator.log)
