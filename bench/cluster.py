@@ -77,6 +77,19 @@ class Cluster:
         rows = self.execute(sql.STATEMENT_STATS, {"role": role, "database": sql.DATABASE})
         return Snapshot({(r[0], r[1]): (r[2], r[3], r[4], r[5], r[6]) for r in rows})
 
+    def server_errors(self) -> dict[str, int]:
+        """ERROR lines of the server log, by message (deadlocks, lock timeouts, ...)."""
+        try:
+            text = self.pg.log.read_text(errors="replace")
+        except OSError:
+            return {}
+        found: dict[str, int] = {}
+        for line in text.splitlines():
+            if "ERROR:" in line:
+                message = re.sub(r"\d+", "N", line.split("ERROR:", 1)[1].strip())[:120]
+                found[message] = found.get(message, 0) + 1
+        return found
+
     def postmaster_pid(self) -> int:
         return int((self.pg.data / "postmaster.pid").read_text().split()[0])
 

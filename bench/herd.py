@@ -73,6 +73,7 @@ def run(
             group.stop()
         fires = occurrences(group.starts(), job_names, [instant])
         runs = db.execute(sql.RUNS_BETWEEN, {"start": instant, "end": instant + 0.001})
+        problems = {"server_errors": db.server_errors(), "agent_log": group.problems()}
 
     first = fires.pop("first")
     offsets = [s.started - instant for s in first.values()]
@@ -107,6 +108,7 @@ def run(
             "replicas": cpu,
         }
     )
+    result["problems"] = problems
     result["targets"] = [
         target("last start after the instant, s", result["last_start_s"], 2.0),
         target("max runs per replica / fair share", result["spread"]["max_over_fair"], 2.0),

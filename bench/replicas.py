@@ -4,6 +4,7 @@ and the handler starts they recorded."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,6 +58,18 @@ class Replica:
         for line in self.starts.read_text().splitlines():
             job, fire, agent, attempt, started = line.split("\t")
             found.append(Start(job, float(fire), agent, int(attempt), float(started)))
+        return found
+
+    def problems(self) -> dict[str, int]:
+        """WARNING/ERROR/CRITICAL lines of the replica's log, by message."""
+        found: dict[str, int] = {}
+        if not self.log.exists():
+            return found
+        for line in self.log.read_text(errors="replace").splitlines():
+            match = re.search(r" (WARNING|ERROR|CRITICAL) (\S+): (.*?)(?: agent=| job=|$)", line)
+            if match:
+                key = re.sub(r"\d+", "N", f"{match.group(1)} {match.group(3)}")[:140]
+                found[key] = found.get(key, 0) + 1
         return found
 
     def log_tail(self, chars: int = 2000) -> str:
@@ -150,6 +163,14 @@ class Replicas:
             except subprocess.TimeoutExpired:
                 replica.process.kill()
                 replica.process.wait(5)
+
+    def problems(self) -> dict[str, int]:
+        """Log problems of all replicas, by message."""
+        total: dict[str, int] = {}
+        for replica in self.running:
+            for key, count in replica.problems().items():
+                total[key] = total.get(key, 0) + count
+        return total
 
     def starts(self) -> list[Start]:
         return [s for r in self.running for s in r.read_starts()]

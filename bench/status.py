@@ -27,7 +27,7 @@ from .measure import target
 def run(
     jobs: int = 10000,
     refreshes: int = 5,
-    history_days: int = 90,
+    history_days: int = 7,
     out: Path | None = None,
     name: str | None = None,
 ) -> Path:
@@ -91,6 +91,7 @@ def run(
                             "max": round(max(warm), 3),
                         },
                         "warm_sql_exec_ms": round(warm_sql_ms, 1),
+                        "warm_rest_s": round(statistics.mean(warm) - warm_sql_ms / 1000, 3),
                         "statements_cold": sum(k["calls"] for k in cold_kinds.values()),
                         "statements_per_refresh": round(
                             sum(k["calls"] for k in warm_kinds.values()) / refreshes, 2

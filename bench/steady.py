@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from . import plot, sql
+from . import plot, profiler, sql
 from .cluster import cluster
 from .common import environment, finish, per_fire, wait_until
 from .measure import every_instants, next_instant, occurrences, summary_ms, target
@@ -36,8 +36,10 @@ def run(
     max_concurrency: int | None = None,
     out: Path | None = None,
     name: str | None = None,
+    profile: bool = False,
 ) -> Path:
     name = name or f"a-r{replicas}"
+    out = out or Path(__file__).resolve().parent / "results"
     params = {
         "replicas": replicas,
         "jobs": jobs,
@@ -68,6 +70,9 @@ def run(
             wait_until(t0 - period / 2)
             stats0, cpu_db0 = db.statements(), db.db_cpu_seconds()
             group.mark_cpu("steady0")
+            if profile:
+                profiler.record(group.running[0], t_end - t0 - period,
+                                out / f"{name}-{group.running[0].name}-steady.folded")
             group.sleep_until(t_end - period / 2)
             stats1, cpu_db1 = db.statements(), db.db_cpu_seconds()
             group.mark_cpu("steady1")
@@ -78,14 +83,19 @@ def run(
             idle0 = db.statements()
             group.mark_cpu("idle0")
             idle_started = time.time()
+            if profile:
+                profiler.record(group.running[0], idle_window,
+                                out / f"{name}-{group.running[0].name}-idle.folded")
             group.sleep_until(idle_started + idle_window)
             idle1 = db.statements()
             group.mark_cpu("idle1")
         finally:
             group.stop()
+            profiler.wait_all()
         job_names = [f"a{i:05d}" for i in range(jobs)]
         fires = occurrences(group.starts(), job_names, instants)
         runs = db.execute(sql.RUNS_BETWEEN, {"start": t0, "end": t_end})
+        problems = {"server_errors": db.server_errors(), "agent_log": group.problems()}
         logs = {r.name: r.log_tail(600) for r in group.running if r.process.returncode not in (0,)}
 
     first = fires.pop("first")
@@ -145,6 +155,7 @@ def run(
         }
     )
     p99_limit = 100.0 if replicas <= 4 else 250.0
+    result["problems"] = problems
     result["targets"] = [
         target(f"handler p99 ms (R={replicas})", result["latency"]["handler_start"]["p99_ms"],
                p99_limit),
@@ -155,7 +166,6 @@ def run(
         target("duplicates", fires["duplicates"], 0),
         target("missed", fires["missed"], 0),
     ]
-    out = out or Path(__file__).resolve().parent / "results"
     path = finish(result, out, name)
     plot.steady(result, handler_lat, claim_lat, out / f"{name}.png")
     return path

@@ -69,6 +69,7 @@ def run(
         finally:
             group.stop()
         starts = [s for s in group.starts() if w0 <= s.started < w1]
+        problems = {"server_errors": db.server_errors(), "agent_log": group.problems()}
         inserted = dict(db.execute(sql.RUNS_STARTED_BETWEEN, {"start": w0, "end": w1}))
         kinds = per_fire(stats1.since(stats0), max(1, len(starts)))
         claim_calls = kinds.get("claim", {}).get("calls", 0)
@@ -114,6 +115,7 @@ def run(
             "replicas": group.per_replica("c0", "c1", window / 60),
         }
     )
+    result["problems"] = problems
     result["targets"] = [
         target("claims/s over pgbench rows/s (same shape, clients)", result["ratio"], 0.5,
                "higher"),
