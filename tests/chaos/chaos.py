@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import signal
 import sys
@@ -39,8 +40,15 @@ from .harness import Replica, Replicas
 REPLICA_FAULTS = ("sigkill", "sigstop", "sigterm", "new_id")
 PG_FAULTS = ("pg_restart", "pg_outage")
 FAULT_KINDS = (*REPLICA_FAULTS, *PG_FAULTS, "skew")
-WEIGHTS = {"sigkill": 3, "sigstop": 3, "sigterm": 2, "new_id": 1, "pg_restart": 1,
-           "pg_outage": 1, "skew": 2}
+WEIGHTS = {
+    "sigkill": 3,
+    "sigstop": 3,
+    "sigterm": 2,
+    "new_id": 1,
+    "pg_restart": 1,
+    "pg_outage": 1,
+    "skew": 2,
+}
 MAX_SKEW = 300  # seconds, either way
 GRACE = 2.0  # CLAIMSCHED_SHUTDOWN_GRACE_SECONDS of the replicas
 STARTUP = 3.0  # seconds a restarted replica may take before it claims again (planning slack)
@@ -114,8 +122,15 @@ def plan_jobs(rng: random.Random, count: int) -> list[dict[str, Any]]:
     return jobs
 
 
-SCHEDULE_KEYS = ("schedule", "concurrency_policy", "catch_up_policy", "lease_seconds",
-                 "heartbeat_seconds", "retry_on_failure", "max_attempts")
+SCHEDULE_KEYS = (
+    "schedule",
+    "concurrency_policy",
+    "catch_up_policy",
+    "lease_seconds",
+    "heartbeat_seconds",
+    "retry_on_failure",
+    "max_attempts",
+)
 
 
 def app_jobs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -124,26 +139,33 @@ def app_jobs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def plan_faults(
-    rng: random.Random, cfg: ChaosConfig, slots: list[str], skewed: str, lease_max: float,
+    rng: random.Random,
+    cfg: ChaosConfig,
+    slots: list[str],
+    skewed: str,
+    lease_max: float,
     period_max: float,
 ) -> list[Fault]:
     """A seeded schedule of overlapping faults: every kind at least once, the rest weighted.
 
     A replica has one fault at a time and at least one replica is never faulted at any instant;
-    Postgres has one fault at a time. Faults on different targets overlap freely.
+    Postgres has one fault at a time. Faults on different targets overlap freely. A fault that
+    does not fit where it was drawn moves later; one that fits nowhere is left out.
     """
     kinds = list(cfg.kinds)
+    if not kinds:
+        return []
     total = max(len(kinds), round(cfg.duration * cfg.fault_rate))
-    picks = kinds + rng.choices(kinds, weights=[WEIGHTS[k] for k in kinds], k=total - len(kinds))
-    rng.shuffle(picks)
-    starts = sorted(rng.uniform(0.5, cfg.duration * 0.85) for _ in picks)
+    extras = rng.choices(kinds, weights=[WEIGHTS[k] for k in kinds], k=total - len(kinds))
+    rng.shuffle(kinds)
+    draws = [(rng.uniform(0.5, cfg.duration * 0.8), kind) for kind in kinds + extras]
     busy: dict[str, list[tuple[float, float]]] = defaultdict(list)
     faults = []
 
     def overlaps(target: str, low: float, high: float) -> bool:
         return any(a < high and low < b for a, b in busy[target])
 
-    for at, kind in zip(starts, picks, strict=True):
+    for at, kind in draws:  # the one-of-each draws come first: they always find room
         value = 0.0
         if kind == "sigkill":
             duration, slack = rng.uniform(0.5, 4.0), STARTUP
@@ -159,25 +181,41 @@ def plan_faults(
             duration, slack = rng.uniform(period_max + 0.5, period_max + 3.0), 2.0
         else:
             duration, slack, value = 0.0, 0.0, float(rng.randint(-MAX_SKEW, MAX_SKEW))
-        if kind in PG_FAULTS:
-            target = "postgres"
-            while overlaps(target, at, at + duration + slack) and at < cfg.duration:
-                at = max(b for a, b in busy[target] if a < at + duration + slack) + 0.5
-            if at >= cfg.duration:
-                continue
-        elif kind == "skew":
-            target = skewed
-        else:
+        target = None
+        while target is None and at < cfg.duration * 0.9:
             low, high = at, at + duration + slack
-            others = sum(1 for s in slots if overlaps(s, low, high))
-            free = [s for s in slots if not overlaps(s, low, high)]
-            if not free or others >= len(slots) - 1:
-                continue
-            target = rng.choice(free)
+            if kind in PG_FAULTS:
+                target = None if overlaps("postgres", low, high) else "postgres"
+            elif kind == "skew":
+                target = skewed
+            else:
+                faulted = sum(1 for s in slots if overlaps(s, low, high))
+                free = [s for s in slots if not overlaps(s, low, high)]
+                if free and faulted < len(slots) - 1:
+                    target = rng.choice(free)
+            if target is None:
+                at += 1.5
+        if target is None:
+            continue
         if kind != "skew":
             busy[target].append((at, at + duration + slack))
         faults.append(Fault(round(at, 2), kind, target, round(duration, 2), value))
     return sorted(faults, key=lambda f: f.at)
+
+
+def plan(cfg: ChaosConfig) -> tuple[list[dict[str, Any]], str, float, list[Fault], list[float]]:
+    """Everything a seed decides: jobs, the skewed replica and its first offset, the faults,
+    and the pauses between concurrent maintenance runs."""
+    rng = random.Random(cfg.seed)
+    jobs = plan_jobs(rng, cfg.jobs)
+    slots = [f"r{i}" for i in range(cfg.replicas)]
+    skewed = rng.choice(slots)
+    initial_skew = float(rng.randint(-MAX_SKEW, MAX_SKEW))
+    lease_max = max(j["lease_seconds"] for j in jobs)
+    period_max = max(j["period"] for j in jobs)
+    faults = plan_faults(rng, cfg, slots, skewed, lease_max, period_max)
+    pauses = [rng.uniform(*cfg.maintenance_every) for _ in range(int(cfg.duration * 4) + 50)]
+    return jobs, skewed, initial_skew, faults, pauses
 
 
 # -- replicas as a kubelet would run them ----------------------------------------------------------
@@ -213,19 +251,8 @@ class ChaosRun:
         self.cfg = cfg
         self.folder = folder
         self.say = log or (lambda text: None)
-        self.rng = random.Random(cfg.seed)
-        self.jobs = plan_jobs(self.rng, cfg.jobs)
+        self.jobs, self.skewed, self.initial_skew, self.faults, self.maintenance_waits = plan(cfg)
         self.slots_names = [f"r{i}" for i in range(cfg.replicas)]
-        self.skewed = self.rng.choice(self.slots_names)
-        self.initial_skew = float(self.rng.randint(-MAX_SKEW, MAX_SKEW))
-        lease_max = max(j["lease_seconds"] for j in self.jobs)
-        period_max = max(j["period"] for j in self.jobs)
-        self.faults = plan_faults(
-            self.rng, cfg, self.slots_names, self.skewed, lease_max, period_max
-        )
-        self.maintenance_waits = [
-            self.rng.uniform(*cfg.maintenance_every) for _ in range(int(cfg.duration * 4) + 50)
-        ]
         self.events: list[Event] = []
         self.violations: list[str] = []
         self.notes: Counter[str] = Counter()
@@ -338,16 +365,23 @@ class ChaosRun:
             part = psycopg.sql.Identifier("claimsched", name)
             if not conn.execute("SELECT to_regclass(%s)", [f"claimsched.{name}"]).fetchone()[0]:  # type: ignore[index]
                 return
-            conn.execute(psycopg.sql.SQL("ALTER TABLE claimsched.job_runs DETACH PARTITION {}")
-                         .format(part))
-            conn.execute(psycopg.sql.SQL(
-                "INSERT INTO claimsched.job_runs OVERRIDING SYSTEM VALUE SELECT * FROM {}"
-            ).format(part))
+            conn.execute(
+                psycopg.sql.SQL("ALTER TABLE claimsched.job_runs DETACH PARTITION {}").format(part)
+            )
+            conn.execute(
+                psycopg.sql.SQL(
+                    "INSERT INTO claimsched.job_runs OVERRIDING SYSTEM VALUE SELECT * FROM {}"
+                ).format(part)
+            )
             conn.execute(psycopg.sql.SQL("DROP TABLE {}").format(part))
         self.notes["partition_lapses"] += 1
 
     def _write_skew(self, seconds: float) -> None:
-        (self.folder / "skew").write_text(f"{int(seconds):+d}s\n")
+        # libfaketime re-reads the file while the replica runs: replace it atomically, so it
+        # never sees a half-written offset (it exits the process on one it cannot parse)
+        partial = self.folder / "skew.tmp"
+        partial.write_text(f"{int(seconds):+d}s\n")
+        os.replace(partial, self.folder / "skew")
 
     def _launch(self, slot: Slot) -> None:
         slot.incarnation += 1
@@ -481,6 +515,11 @@ class ChaosRun:
         (the kubelet restarts it); anything else is a crash."""
         code = replica.process.poll()
         text = replica.output()
+        if "libfaketime: In parse_ft_string()" in text:
+            # the clock-skew tool itself aborted the process (exit(1), like a SIGKILL); not
+            # something claimsched did, so it counts as one more crash fault
+            self.notes["libfaketime_aborts"] += 1
+            return
         recent_pg = self.pg_down or time.monotonic() - self.pg_fault_ended < 10
         if "agent started" not in text and "claimsched: error:" in text and recent_pg:
             self.notes["startup_refused_while_db_down"] += 1
@@ -500,8 +539,14 @@ class ChaosRun:
                         continue
                     self._classify_exit(slot, slot.replica)
                     with self._lock:
-                        self.events.append(Event(self.now(), "exited", slot.agent_id,
-                                                 f"exit {slot.replica.process.poll()}"))
+                        self.events.append(
+                            Event(
+                                self.now(),
+                                "exited",
+                                slot.agent_id,
+                                f"exit {slot.replica.process.poll()}",
+                            )
+                        )
                     time.sleep(1.0)
                     self._launch(slot)
                 finally:
@@ -795,12 +840,14 @@ class Checker:
                     if dtx != tx:
                         self.fail(f"run {rid} deleted by tx {dtx}, put back by tx {tx}")
                     if content != new:
-                        self.fail(f"maintenance moved run {rid} and changed it: "
-                                  f"{_diff(content, new)}")
+                        self.fail(
+                            f"maintenance moved run {rid} and changed it: {_diff(content, new)}"
+                        )
                 elif rid in state:
                     if state[rid] != new:
-                        self.fail(f"run {rid} copied by {actor} and changed: "
-                                  f"{_diff(state[rid], new)}")
+                        self.fail(
+                            f"run {rid} copied by {actor} and changed: {_diff(state[rid], new)}"
+                        )
                 else:
                     key = _key(new)
                     inserted[key] += 1
@@ -837,10 +884,15 @@ class Checker:
                 self.fail(f"finished run {key} changed: {_diff(old, new)}")
             return
         if new["attempt"] != old["attempt"]:
-            if not (new["attempt"] == old["attempt"] + 1 and new["status"] == "running"
-                    and old["status"] in ("orphaned", "pending", "failed")):
-                self.fail(f"run {key} attempt {old['attempt']} -> {new['attempt']} "
-                          f"({old['status']} -> {new['status']})")
+            if not (
+                new["attempt"] == old["attempt"] + 1
+                and new["status"] == "running"
+                and old["status"] in ("orphaned", "pending", "failed")
+            ):
+                self.fail(
+                    f"run {key} attempt {old['attempt']} -> {new['attempt']} "
+                    f"({old['status']} -> {new['status']})"
+                )
             grants.add((*key, new["attempt"], new["claimed_by"]))
             self.stats["reclaims" if old["status"] == "orphaned" else "retries_or_requests"] += 1
         elif new["claimed_by"] != old["claimed_by"]:
@@ -855,8 +907,20 @@ class Checker:
     # every orphan was reclaimed or failed for good; nothing runs past its lease at the end;
     # skipped and failed runs say why; failures stop only when attempts ran out
     def _final_states(self, runs: list[tuple[Any, ...]]) -> None:
-        for (_id, job, fire, status, attempt, owner, _lease, _fin, error, retry_at, _orphans,
-             expired) in runs:
+        for (
+            _id,
+            job,
+            fire,
+            status,
+            attempt,
+            owner,
+            _lease,
+            _fin,
+            error,
+            retry_at,
+            _orphans,
+            expired,
+        ) in runs:
             where = f"{job} @ {fire:%H:%M:%S} (attempt {attempt}, {owner})"
             if status == "running" and expired:
                 self.fail(f"{where} still running past its lease at the end")
@@ -871,8 +935,10 @@ class Checker:
                 if not error:
                     self.fail(f"{where} failed without an error")
                 elif retry and attempt < max_attempts:
-                    self.fail(f"{where} failed for good after {attempt} of {max_attempts} "
-                              f"attempts: {error}")
+                    self.fail(
+                        f"{where} failed for good after {attempt} of {max_attempts} "
+                        f"attempts: {error}"
+                    )
                 else:
                     self.stats["failed_after_max_attempts"] += 1
 
@@ -912,19 +978,25 @@ class Checker:
             if receipt is None:
                 self.fail(f"effect {entity!r} of {job} @ {fire:%H:%M:%S} has no receipt")
             elif receipt[4] != attempt:
-                self.fail(f"effect {entity!r} of {job} @ {fire:%H:%M:%S} by attempt {attempt}, "
-                          f"receipt by attempt {receipt[4]}")
+                self.fail(
+                    f"effect {entity!r} of {job} @ {fire:%H:%M:%S} by attempt {attempt}, "
+                    f"receipt by attempt {receipt[4]}"
+                )
             if (job, fire, attempt, agent) not in grants:
-                self.fail(f"effect {entity!r} of {job} @ {fire:%H:%M:%S} by {agent} attempt "
-                          f"{attempt}, which was never granted that lease")
+                self.fail(
+                    f"effect {entity!r} of {job} @ {fire:%H:%M:%S} by {agent} attempt "
+                    f"{attempt}, which was never granted that lease"
+                )
         plain = {k for k in written if not k[2].startswith("once:")}
         for job, fire, entity in receipt_at:
             if by_key.get((job, fire)) is None:
                 self.fail(f"receipt {entity!r} for {job} @ {fire:%H:%M:%S} without a run")
             once = self.jobs[job].get("once") == entity
             if not once and (job, fire, entity) not in plain:
-                self.fail(f"receipt {entity!r} of {job} @ {fire:%H:%M:%S} without the app's "
-                          "write of the same transaction")
+                self.fail(
+                    f"receipt {entity!r} of {job} @ {fire:%H:%M:%S} without the app's "
+                    "write of the same transaction"
+                )
         for (job, fire), row in by_key.items():
             if row[3] != "done":
                 continue
@@ -946,8 +1018,10 @@ class Checker:
             if seen[(job, fire, attempt)] == 2:
                 self.fail(f"{job} @ {fire:%H:%M:%S} attempt {attempt} ran twice")
             if (job, fire, attempt, agent) not in grants:
-                self.fail(f"{job} @ {fire:%H:%M:%S}: {agent} ran attempt {attempt} "
-                          "without being granted it")
+                self.fail(
+                    f"{job} @ {fire:%H:%M:%S}: {agent} ran attempt {attempt} "
+                    "without being granted it"
+                )
             row = by_key.get((job, fire))
             if row is not None and attempt > row[4]:
                 self.fail(f"{job} @ {fire:%H:%M:%S}: attempt {attempt} ran, row says {row[4]}")
@@ -969,8 +1043,10 @@ def _diff(a: dict[str, Any], b: dict[str, Any]) -> str:
 
 
 def _short(row: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={row.get(k)}" for k in ("id", "job_name", "fire_time", "status",
-                                                     "attempt", "claimed_by"))
+    return ", ".join(
+        f"{k}={row.get(k)}"
+        for k in ("id", "job_name", "fire_time", "status", "attempt", "claimed_by")
+    )
 
 
 # -- reporting and replay --------------------------------------------------------------------------
@@ -1020,13 +1096,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plan", action="store_true", help="print the plan only")
     args = parser.parse_args(argv)
     cfg = ChaosConfig(
-        seed=args.seed, replicas=args.replicas, jobs=args.jobs, duration=args.duration,
-        kinds=tuple(args.kinds.split(",")), lapse_partitions=args.lapse_partitions,
+        seed=args.seed,
+        replicas=args.replicas,
+        jobs=args.jobs,
+        duration=args.duration,
+        kinds=tuple(k for k in args.kinds.split(",") if k),
+        lapse_partitions=args.lapse_partitions,
     )
     if args.plan:
         run = ChaosRun(cfg, Path(tempfile.mkdtemp()))
-        print(json.dumps({"jobs": run.jobs, "skewed": run.skewed,
-                          "faults": [asdict(f) for f in run.faults]}, indent=1))
+        print(
+            json.dumps(
+                {"jobs": run.jobs, "skewed": run.skewed, "faults": [asdict(f) for f in run.faults]},
+                indent=1,
+            )
+        )
         return 0
     report = run_seed(cfg, verbose=True)
     print(summary(report))
@@ -1035,4 +1119,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

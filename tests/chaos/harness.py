@@ -77,7 +77,7 @@ class Replicas:
         """Start an agent process named `name`.
 
         `skew` shifts its clock by a fixed libfaketime offset ("+90s"); `skew_file` reads the
-        offset from a file on every clock read, so writing the file changes it while it runs.
+        offset from a file (again every second), so replacing the file changes it while it runs.
         `log_name` keeps each incarnation's output apart when a name is restarted.
         """
         env = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMSCHED_")}
@@ -97,7 +97,12 @@ class Replicas:
         if skew or skew_file:
             env.update({"LD_PRELOAD": faketime_library(), "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
             if skew_file is not None:
-                env.update({"FAKETIME_TIMESTAMP_FILE": str(skew_file), "FAKETIME_NO_CACHE": "1"})
+                # re-read the offset once a second: with FAKETIME_NO_CACHE every clock read
+                # re-reads the file, and libfaketime's parser is not thread-safe (it aborts the
+                # process with "failed to parse FAKETIME timestamp" under concurrent reads)
+                env.update(
+                    {"FAKETIME_TIMESTAMP_FILE": str(skew_file), "FAKETIME_CACHE_DURATION": "1"}
+                )
             else:
                 env["FAKETIME"] = str(skew)
         log = self.folder / f"{log_name or name}.log"
