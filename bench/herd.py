@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from . import plot, sql
+from . import plot, sql, variants
 from .cluster import cluster
 from .common import environment, finish, per_fire, wait_until
 from .measure import next_instant, occurrences, summary_ms, target
@@ -28,6 +28,7 @@ def run(
     max_concurrency: int | None = None,
     out: Path | None = None,
     name: str | None = None,
+    variant: str | None = None,
     timeout: float = 20.0,
 ) -> Path:
     name = name or f"b-r{replicas}"
@@ -40,6 +41,9 @@ def run(
     }
     env = {"CLAIMSCHED_MAX_CONCURRENCY": str(max_concurrency)} if max_concurrency else {}
     with cluster() as db, tempfile.TemporaryDirectory(prefix="claimsched-bench-") as folder:
+        if variant:
+            params["variant"] = variant
+            env["BENCH_SQL_OVERRIDES"] = str(variants.write(variant, Path(folder) / "sql"))
         result: dict[str, Any] = {"scenario": "b", "name": name, "params": params}
         result["environment"] = environment(db)
         db.execute(

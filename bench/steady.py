@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from . import plot, profiler, sql
+from . import plot, profiler, sql, variants
 from .cluster import cluster
 from .common import environment, finish, per_fire, wait_until
 from .measure import every_instants, next_instant, occurrences, summary_ms, target
@@ -36,6 +36,7 @@ def run(
     max_concurrency: int | None = None,
     out: Path | None = None,
     name: str | None = None,
+    variant: str | None = None,
     profile: bool = False,
 ) -> Path:
     name = name or f"a-r{replicas}"
@@ -53,6 +54,9 @@ def run(
     }
     env = {"CLAIMSCHED_MAX_CONCURRENCY": str(max_concurrency)} if max_concurrency else {}
     with cluster() as db, tempfile.TemporaryDirectory(prefix="claimsched-bench-") as folder:
+        if variant:
+            params["variant"] = variant
+            env["BENCH_SQL_OVERRIDES"] = str(variants.write(variant, Path(folder) / "sql"))
         result: dict[str, Any] = {"scenario": "a", "name": name, "params": params}
         result["environment"] = environment(db)
         db.execute(

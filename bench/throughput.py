@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from . import pgbench, plot, sql
+from . import pgbench, plot, sql, variants
 from .cluster import cluster
 from .common import environment, finish, per_fire, wait_until
 from .measure import target
@@ -33,6 +33,7 @@ def run(
     pgbench_seconds: float = 10.0,
     out: Path | None = None,
     name: str | None = None,
+    variant: str | None = None,
 ) -> Path:
     name = name or f"c-r{replicas}"
     params = {
@@ -47,6 +48,9 @@ def run(
     }
     env = {"CLAIMSCHED_MAX_CONCURRENCY": str(max_concurrency)} if max_concurrency else {}
     with cluster() as db, tempfile.TemporaryDirectory(prefix="claimsched-bench-") as folder:
+        if variant:
+            params["variant"] = variant
+            env["BENCH_SQL_OVERRIDES"] = str(variants.write(variant, Path(folder) / "sql"))
         result: dict[str, Any] = {"scenario": "c", "name": name, "params": params}
         result["environment"] = environment(db)
         db.execute(

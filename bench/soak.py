@@ -1,0 +1,186 @@
+"""The soak profile: the chaos storm of tests/chaos, longer and wider, with a report and a plot.
+
+    python -m bench.soak --replicas 10 --jobs 30 --duration 3600 --seed 7
+
+R real agent processes run J jobs while seeded random faults overlap for `duration` seconds
+(SIGKILL, SIGSTOP past the lease, SIGTERM, Postgres fast restarts and outages, a replica's clock
+skewed and re-skewed, restarts under a new agent id; maintenance runs concurrently throughout).
+Then every fault is healed, the run settles, and every invariant of tests/chaos is checked.
+Writes bench/results/soak-r<R>-j<J>-s<seed>.json (fault counts, occurrences checked, violations,
+fire-to-start latency by minute) and .png (faults and latencies over time). Exit status 1 when an
+invariant was violated; the report says how to replay the seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.chaos.chaos import FAULT_KINDS, ChaosConfig, run_seed, summary  # noqa: E402
+
+RESULTS = REPO / "bench" / "results"
+COLORS = {
+    "sigkill": "tab:red",
+    "sigstop": "tab:purple",
+    "sigterm": "tab:orange",
+    "new_id": "tab:brown",
+    "pg_restart": "tab:blue",
+    "pg_outage": "navy",
+    "skew": "tab:green",
+    "exited": "black",
+}
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def by_minute(latencies: list[tuple[float, float]]) -> list[dict[str, Any]]:
+    buckets: dict[int, list[float]] = defaultdict(list)
+    for at, latency in latencies:
+        buckets[int(at // 60)].append(latency)
+    return [
+        {
+            "minute": minute,
+            "occurrences": len(values),
+            "p50_seconds": percentile(values, 0.5),
+            "p99_seconds": percentile(values, 0.99),
+            "max_seconds": max(values),
+        }
+        for minute, values in sorted(buckets.items())
+    ]
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    events = report["faults_executed"]
+    lanes = sorted({e["target"] for e in events}, key=lambda t: (t == "postgres", t))
+    fig, (top, bottom) = plt.subplots(
+        2, 1, figsize=(14, 8), sharex=True, gridspec_kw={"height_ratios": [2, 3]}
+    )
+    for event in events:
+        lane = lanes.index(event["target"])
+        end = event["end"] if event["end"] is not None else event["at"]
+        width = max(end - event["at"], 0.4)
+        top.barh(lane, width, left=event["at"], height=0.7, color=COLORS.get(event["kind"], "grey"))
+    top.set_yticks(range(len(lanes)), lanes, fontsize=7)
+    top.set_title(
+        f"soak: R={report['replicas']} J={report['jobs']} seed {report['seed']}, "
+        f"{sum(report['fault_counts'].values())} faults, "
+        f"{report['occurrences_checked']} occurrences checked, "
+        f"{len(report['violations'])} violations"
+    )
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in COLORS.values()]
+    top.legend(handles, list(COLORS), fontsize=7, ncol=8, loc="upper right")
+    top.grid(axis="x", alpha=0.3)
+    points = report["fire_to_start"]
+    if points:
+        xs, ys = zip(*points, strict=True)
+        bottom.scatter(
+            xs,
+            [max(y, 1e-3) for y in ys],
+            s=3,
+            alpha=0.4,
+            color="tab:blue",
+            label="fire to first start",
+        )
+        window: list[tuple[float, float]] = []
+        p99x, p99y = [], []
+        for x, y in points:
+            window.append((x, y))
+            window = [(a, b) for a, b in window if a > x - 30]
+            p99x.append(x)
+            p99y.append(max(percentile([b for _, b in window], 0.99) or 1e-3, 1e-3))
+        bottom.plot(p99x, p99y, color="tab:red", lw=1, label="p99 over 30 s")
+    bottom.set_yscale("log")
+    bottom.set_ylabel("fire-to-start latency, s")
+    bottom.set_xlabel("seconds since the storm began")
+    bottom.grid(alpha=0.3)
+    bottom.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="claimsched soak: chaos for a long time")
+    parser.add_argument("--replicas", type=int, default=10)
+    parser.add_argument("--jobs", type=int, default=30)
+    parser.add_argument("--duration", type=float, default=3600.0, help="seconds of faults")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--fault-rate", type=float, default=0.5, help="faults per second")
+    parser.add_argument("--kinds", default=",".join(FAULT_KINDS), help="fault kinds to draw")
+    parser.add_argument(
+        "--lapse-partitions",
+        action="store_true",
+        help="let maintenance move rows (exposes the partition-move race)",
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    cfg = ChaosConfig(
+        seed=args.seed,
+        replicas=args.replicas,
+        jobs=args.jobs,
+        duration=args.duration,
+        fault_rate=args.fault_rate,
+        kinds=tuple(k for k in args.kinds.split(",") if k),
+        lapse_partitions=args.lapse_partitions,
+        settle_timeout=120.0,
+        pg_settings=(("max_connections", "600"),),
+    )
+    folder = Path(tempfile.mkdtemp(prefix=f"claimsched-soak-{args.seed}-"))
+    print(
+        f"soak: R={cfg.replicas} J={cfg.jobs} {cfg.duration:.0f}s of faults, seed {cfg.seed}; "
+        f"logs in {folder}",
+        file=sys.stderr,
+        flush=True,
+    )
+    started = time.time()
+    report = run_seed(cfg, folder, verbose=True)
+    latencies = [latency for _, latency in report["fire_to_start"]]
+    result = {
+        "profile": "soak",
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "command": " ".join(["python -m bench.soak", *(argv or sys.argv[1:])]),
+        **{k: v for k, v in report.items() if k not in {"fire_to_start", "faults_planned"}},
+        "faults_total": sum(report["fault_counts"].values()),
+        "fire_to_start_seconds": {
+            "p50": percentile(latencies, 0.5),
+            "p90": percentile(latencies, 0.9),
+            "p99": percentile(latencies, 0.99),
+            "max": max(latencies, default=None),
+        },
+        "fire_to_start_by_minute": by_minute(report["fire_to_start"]),
+        "fire_to_start": report["fire_to_start"],
+        "replay": f"python -m bench.soak --replicas {cfg.replicas} --jobs {cfg.jobs} "
+        f"--duration {cfg.duration:g} --seed {cfg.seed}",
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / f"soak-r{cfg.replicas}-j{cfg.jobs}-s{cfg.seed}"
+    stem.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str))
+    plot(report, stem.with_suffix(".png"))
+    print(summary(report))
+    print(f"wrote {stem.with_suffix('.json')} and {stem.with_suffix('.png')}")
+    return 1 if report["violations"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
