@@ -92,7 +92,9 @@ def check_service_monitor(doc: dict[str, Any], docs: list[dict[str, Any]]) -> No
     ports = {port["name"] for port in service["spec"]["ports"]}
     assert spec["endpoints"], "no endpoints"
     for endpoint in spec["endpoints"]:
-        assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout"}
+        assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "honorLabels"}
+        # the operator's series carry the ClaimSchedule's namespace: Prometheus must keep it
+        assert endpoint["honorLabels"] is True
         assert endpoint["port"] in ports
         assert endpoint["path"] == "/metrics"
         assert DURATION.match(endpoint["interval"])
