@@ -736,6 +736,21 @@ class ChaosRun:
             self._dump()
         logs = "\n".join(p.read_text(errors="replace") for p in self.folder.glob("*.log"))
         executed = Counter(e.kind for e in self.events if e.kind in FAULT_KINDS)
+        (deadlocks,) = self.query(
+            "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+        )[0]
+        (expired_at_grant,) = self.query(
+            "SELECT count(*) FROM public.run_audit WHERE new->>'status' = 'running' "
+            "AND (op = 'INSERT' OR old->>'attempt' <> new->>'attempt') "
+            "AND (new->>'lease_until')::timestamptz <= at AND actor IS NULL"
+        )[0]
+        first_start: dict[tuple[str, datetime], datetime] = {}
+        for job, fire, _agent, _attempt, at in starts:
+            first_start[(job, fire)] = min(at, first_start.get((job, fire), at))
+        latencies = sorted(
+            (round(fire.timestamp() - self.wall0, 3), round((at - fire).total_seconds(), 3))
+            for (_job, fire), at in first_start.items()
+        )
         return {
             "seed": self.cfg.seed,
             "replicas": self.cfg.replicas,
@@ -752,9 +767,15 @@ class ChaosRun:
             "completions_refused": logs.count("completion refused"),
             "leases_lost": logs.count("lease lost:"),
             "maintenance": dict(self.maintenance),
+            # findings, not invariants: claims that deadlocked on each other (Postgres counts
+            # them; each costs a second), and leases that had already expired when granted
+            "deadlocks": deadlocks,
+            "leases_granted_already_expired": expired_at_grant,
             "notes": dict(self.notes),
             "violations": self.violations,
             "logs": str(self.folder),
+            # seconds since the storm began: (fire time, fire-to-first-start latency)
+            "fire_to_start": latencies,
         }
 
 

@@ -264,9 +264,7 @@ def test_maintenance_moving_rows_keeps_a_completion_that_commits_meanwhile(dsn: 
     with psycopg.connect(dsn) as holder:  # an unrelated transaction that briefly locks the row
         holder.execute("SELECT 1 FROM claimsched.job_runs WHERE id = %s FOR UPDATE", [lease.id])
         completing = threading.Thread(
-            target=lambda: results.update(
-                recorded=store.complete("a", [Completion(lease, "done")])
-            )
+            target=lambda: results.update(recorded=store.complete("a", [Completion(lease, "done")]))
         )
         completing.start()  # the agent records the run as done: it waits for the lock first
         wait_for(lambda: _waiting_on_locks(dsn) == 1, what="the completion to queue")
