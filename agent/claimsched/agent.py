@@ -24,12 +24,12 @@ from .db.store import NOTIFY_RUNS, NOTIFY_SCHEDULES
 from .errors import ClaimschedError, ConfigurationError, DatabaseError, InvalidSchedule
 from .leases import Heartbeat
 from .logs import AgentLog
+from .reaper import Housekeeper
 from .records import Lease
 from .schedules import Schedule
 from .settings import AgentSettings
 from .specs import JobSpec, ScheduleRecord, job_spec, validate_job_name
 from .supervision import DatabaseHealth, Supervisor
-from .version import __version__
 from .workers import Handler, Workers
 
 H = TypeVar("H", bound=Handler)
@@ -101,6 +101,7 @@ class Agent:
             self.settings.retry_backoff_seconds,
         )
         self.heartbeat = Heartbeat(self, self.workers, self.log, self.health)
+        self.housekeeper = Housekeeper(self)
 
     # -- registration ------------------------------------------------------------------------
 
@@ -146,7 +147,7 @@ class Agent:
             self.store.check_version()
             for spec in self._declared.values():
                 self.store.upsert_schedule(spec)
-            self._housekeeping_once()
+            self.housekeeper.once()
         except BaseException:
             self.store.close()
             raise
@@ -155,7 +156,9 @@ class Agent:
             metrics.serve(self.settings.metrics_port)
         self.supervisor.spawn("claimsched-claims", self._claim_loop)
         self.supervisor.spawn("claimsched-heartbeat", lambda: self.heartbeat.loop(self._stopping))
-        self.supervisor.spawn("claimsched-housekeeping", self._housekeeping_loop)
+        self.supervisor.spawn(
+            "claimsched-housekeeping", lambda: self.housekeeper.loop(self._stopping)
+        )
         self.supervisor.spawn("claimsched-listener", self._listen_loop)
         self.supervisor.spawn(
             "claimsched-completer", lambda: self.workers.completer(self._stopping)
@@ -195,7 +198,7 @@ class Agent:
             self.workers.abandon(run_id)
         try:
             released = self.store.release(self.agent_id, ids)
-            self._housekeeping_once()
+            self.housekeeper.once()
             self.log.warning(
                 "handed %d unfinished run(s) back for another replica",
                 released,
@@ -240,6 +243,11 @@ class Agent:
     def _recovered(self) -> None:
         self._catch_up = True
         self._dirty = True
+        self._reclaim = True
+        self._wake.set()
+
+    def want_reclaim(self) -> None:
+        """Runs may want an owner (orphans, requests, retries): look on the next pass, now."""
         self._reclaim = True
         self._wake.set()
 
@@ -359,41 +367,6 @@ class Agent:
 
     # -- housekeeping and notifications ------------------------------------------------------
 
-    def _presence(self) -> dict[str, Any]:
-        return {
-            "hostname": socket.gethostname(),
-            "pod": os.environ.get("POD_NAME"),
-            "namespace": os.environ.get("POD_NAMESPACE"),
-            "version": __version__,
-            "ttl_seconds": max(3, int(self.settings.housekeeping_seconds * 3)),
-        }
-
-    def _housekeeping_once(self) -> None:
-        sent = time.time()
-        found = self.store.housekeeping(self.agent_id, self.handlers, self._presence())
-        self.clock.observe(found.db_now, sent, time.time())
-        if found.orphaned or found.exhausted or found.overdue:
-            metrics.ORPHANS_REAPED.inc(found.orphaned)
-            self.log.info(
-                "reaper: %d orphaned, %d out of attempts, %d past max_runtime",
-                found.orphaned,
-                found.exhausted,
-                found.overdue,
-                extra={"action": "reap"},
-            )
-            self.heartbeat.kick()
-        if found.claimable:
-            self._reclaim = True
-            self._wake.set()
-
-    def _housekeeping_loop(self) -> None:
-        while not self._stopping.wait(self.settings.housekeeping_seconds):
-            try:
-                self._housekeeping_once()
-                self.health.succeeded()
-            except DatabaseError as exc:
-                self.health.failed(exc)
-
     def _listen_loop(self) -> None:
         listener = self.store.listener()
         try:
@@ -407,8 +380,7 @@ class Agent:
                     self._dirty = True
                     self._wake.set()
                 if NOTIFY_RUNS in fired:
-                    self._reclaim = True
-                    self._wake.set()
+                    self.want_reclaim()
                     self.heartbeat.kick()
         finally:
             listener.close()

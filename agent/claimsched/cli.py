@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -25,7 +24,7 @@ from .db import Store, redact_dsn
 from .errors import ClaimschedError, ConfigurationError, InvalidSpec, UnknownJob
 from .schedules import parse_schedule
 from .settings import AgentSettings
-from .specs import JobSpec, from_claimschedule
+from .specs import load_claimschedules
 from .version import __version__
 
 MAX_BACKFILL = 10_000
@@ -108,36 +107,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return agent.run_forever()
 
 
-def load_specs(path: Path) -> list[JobSpec]:
-    """Every ClaimSchedule in a YAML file, all validated before anything is written."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise InvalidSpec(
-            f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}"
-        ) from None
-    if not docs:
-        raise InvalidSpec(f"{path}: no ClaimSchedule documents")
-    specs = []
-    for index, doc in enumerate(docs, 1):
-        try:
-            specs.append(from_claimschedule(doc, source="cli"))
-        except ClaimschedError as exc:
-            raise type(exc)(f"{path}: document {index}: {exc}") from None
-    names = [s.job_name for s in specs]
-    if len(set(names)) != len(names):
-        raise InvalidSpec(f"{path}: the same job name appears twice")
-    return specs
-
-
 def cmd_apply(args: argparse.Namespace) -> int:
-    specs = load_specs(Path(args.file))
+    specs = load_claimschedules(Path(args.file))
     store = _store(args)
     try:
         results = [{"job": s.job_name, "result": store.upsert_schedule(s)} for s in specs]

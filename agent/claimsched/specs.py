@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import InvalidSchedule, InvalidSpec, UnknownTimeZone
+from .errors import (
+    ClaimschedError,
+    ConfigurationError,
+    InvalidSchedule,
+    InvalidSpec,
+    UnknownTimeZone,
+)
 from .schedules import Schedule, parse_schedule
 
 JOB_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,126}[A-Za-z0-9])?$")
@@ -152,3 +160,30 @@ def from_claimschedule(doc: Any, *, source: Source = "operator") -> JobSpec:
         owner=f"{namespace}/{metadata.get('name', name)}",
         **fields,
     )
+
+
+def load_claimschedules(path: Path, *, source: Source = "cli") -> list[JobSpec]:
+    """Every ClaimSchedule in a YAML file, all validated before anything is written."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", exc)
+        raise InvalidSpec(f"{path}: not valid YAML{where}: {problem}") from None
+    if not docs:
+        raise InvalidSpec(f"{path}: no ClaimSchedule documents")
+    specs = []
+    for index, doc in enumerate(docs, 1):
+        try:
+            specs.append(from_claimschedule(doc, source=source))
+        except ClaimschedError as exc:
+            raise type(exc)(f"{path}: document {index}: {exc}") from None
+    names = [s.job_name for s in specs]
+    if len(set(names)) != len(names):
+        raise InvalidSpec(f"{path}: the same job name appears twice")
+    return specs

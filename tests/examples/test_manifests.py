@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from claimsched.cli import load_specs
+from claimsched.specs import load_claimschedules
 from tests.chart.chart import KUBE_VERSIONS
 from tests.chart.test_chart_security import assert_restricted
 from tests.helpers.crd_schema import load_crd
@@ -62,7 +62,7 @@ def test_every_example_claimschedule_validates_against_the_crd_and_the_agent(pat
         defaulted = CRD.validate(doc)
         assert defaulted["spec"]["schedule"] == doc["spec"]["schedule"]
     # the same file straight into a database with `claimsched apply` (no Kubernetes)
-    assert load_specs(path)
+    assert load_claimschedules(path)
 
 
 def test_worker_deployment_runs_three_replicas_with_the_dsn_from_the_secret() -> None:
