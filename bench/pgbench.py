@@ -110,5 +110,5 @@ def run(
         "rows_per_s": round(tps * batch, 1),
         "rows_inserted": inserted,
         "failed_transactions": int(failed.group(1)) if failed else 0,
-        "command": "pgbench " + " ".join(command[1:11]) + " -f " + path.name,
+        "command": "pgbench " + " ".join(command[1:10]) + " -f " + path.name,
     }

@@ -21,6 +21,7 @@ def _latency(ax: Any, series: dict[str, Sequence[float]], title: str) -> None:
         ax.step(ms, ys, where="post", label=f"{label} (n={len(ms)})")
     ax.axhline(0.99, color="grey", lw=0.6, ls=":")
     ax.set_xscale("symlog", linthresh=10)
+    ax.set_xlim(left=0)
     ax.set_xlabel("fire-to-start latency, ms")
     ax.set_ylabel("fraction of occurrences")
     ax.set_title(title)

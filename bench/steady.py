@@ -26,6 +26,23 @@ from .replicas import Replicas
 IDLE_SCHEDULE = "0 0 1 1 *"
 
 
+def claim_rounds(runs: list[tuple[Any, ...]]) -> dict[str, Any]:
+    """Per replica and instant: how late its first claim began, and how many claim rounds."""
+    by_key: dict[tuple[str, float], set[float]] = {}
+    for _job, fire, status, agent, started, _attempt in runs:
+        if started is not None and status != "skipped":
+            by_key.setdefault((agent, fire), set()).add(started)
+    wake = [min(times) - key[1] for key, times in by_key.items()]
+    counts = [len(times) for times in by_key.values()]
+    return {
+        "wake": wake,
+        "per_instant": {
+            "mean": round(statistics.mean(counts), 2) if counts else None,
+            "max": max(counts, default=None),
+        },
+    }
+
+
 def run(
     replicas: int = 4,
     jobs: int = 50,
@@ -104,6 +121,7 @@ def run(
 
     first = fires.pop("first")
     handler_lat = [s.started - s.fire_time for s in first.values()]
+    rounds = claim_rounds(runs)
     claim_lat = [r[4] - r[1] for r in runs if r[4] is not None and r[2] != "skipped"]
     fire_count = fires["expected"]
     kinds = per_fire(stats1.since(stats0), fire_count)
@@ -126,9 +144,14 @@ def run(
             "latency": {
                 "handler_start": summary_ms(handler_lat),
                 "claim_started_at": summary_ms(claim_lat),
+                "first_claim_of_replica": summary_ms(rounds["wake"]),
+                "claim_statements_per_replica_per_instant": rounds["per_instant"],
                 "definition": "handler_start: wall clock read by the handler minus fire_time "
                 "(same host and clock as Postgres); claim_started_at: job_runs.started_at "
-                "(the database's now() at claim) minus fire_time",
+                "(the database's now() at claim) minus fire_time; first_claim_of_replica: "
+                "the earliest claim_started_at of each replica at each instant (how late it "
+                "woke up); claim_statements_per_replica_per_instant: distinct started_at "
+                "values per replica and instant (rounds of claims)",
             },
             "statements": {
                 "total": total,

@@ -76,7 +76,7 @@ def run(
         problems = {"server_errors": db.server_errors(), "agent_log": group.problems()}
         inserted = dict(db.execute(sql.RUNS_STARTED_BETWEEN, {"start": w0, "end": w1}))
         kinds = per_fire(stats1.since(stats0), max(1, len(starts)))
-        claim_calls = kinds.get("claim", {}).get("calls", 0)
+        claim_calls = sum(v["calls"] for k, v in kinds.items() if k.split()[0] == "claim")
         rows_inserted = sum(inserted.values())
         batch = max(1, round(rows_inserted / claim_calls)) if claim_calls else 1
         pgbench.prepare(db, jobs)
