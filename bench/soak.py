@@ -106,10 +106,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
         p99x, p99y = [], []
         for x, y in points:
             window.append((x, y))
-            window = [(a, b) for a, b in window if a > x - 30]
+            window = [(a, b) for a, b in window if a > x - 15]
             p99x.append(x)
             p99y.append(max(percentile([b for _, b in window], 0.99) or 1e-3, 1e-3))
-        bottom.plot(p99x, p99y, color="tab:red", lw=1, label="p99 over 30 s")
+        bottom.plot(p99x, p99y, color="tab:red", lw=1, label="p99 over 15 s")
     bottom.set_yscale("log")
     bottom.set_ylabel("fire-to-start latency, s")
     bottom.set_xlabel("seconds since the storm began")

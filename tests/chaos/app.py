@@ -12,8 +12,10 @@ and a `run.once(key)` block whose ledger row commits only after the block's rece
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import signal
 import time
 from typing import Any
 
@@ -24,6 +26,9 @@ from claimsched import Agent, Run
 DSN = os.environ["CLAIMSCHED_DSN"]
 
 agent = Agent()
+
+# `kill -USR1` dumps every thread's stack to the log: how the harness shows where a replica hangs
+faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 HANDLER_KEYS = {
     "name",

@@ -499,9 +499,13 @@ class ChaosRun:
         try:
             code = replica.process.wait(GRACE + 15)
         except Exception:
+            stacks = _stacks(replica)
             replica.signal(signal.SIGKILL)
             replica.process.wait(10)
-            self.violation(f"{slot.agent_id} did not stop within {GRACE + 15}s of SIGTERM")
+            self.violation(
+                f"{slot.agent_id} did not stop within {GRACE + 15}s of SIGTERM; its threads:\n"
+                f"{stacks}"
+            )
             return
         event.detail = f"{'SIGTERM' if graceful else 'SIGKILL'}, exit {code}"
         if graceful and code != 0:
@@ -684,7 +688,10 @@ class ChaosRun:
             try:
                 code = replica.process.wait(GRACE + 15)
             except Exception:
-                self.violation(f"{slot.agent_id} did not stop on SIGTERM at the end")
+                self.violation(
+                    f"{slot.agent_id} did not stop on SIGTERM at the end; its threads:\n"
+                    f"{_stacks(replica)}"
+                )
                 continue
             if code != 0:
                 self.violation(
@@ -777,6 +784,17 @@ class ChaosRun:
             # seconds since the storm began: (fire time, fire-to-first-start latency)
             "fire_to_start": latencies,
         }
+
+
+def _stacks(replica: Replica) -> str:
+    """Every thread's stack of a live replica (tests/chaos/app.py dumps them on SIGUSR1)."""
+    before = len(replica.output())
+    replica.signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and "most recent call first" not in replica.output()[before:]:
+        time.sleep(0.1)
+    time.sleep(0.3)
+    return replica.output()[before:][-6000:]
 
 
 def _jsonable(rows: list[tuple[Any, ...]]) -> list[list[Any]]:
