@@ -780,10 +780,49 @@ class ChaosRun:
             "leases_granted_already_expired": expired_at_grant,
             "notes": dict(self.notes),
             "violations": self.violations,
+            "violation_kinds": violation_kinds(self.violations),
             "logs": str(self.folder),
             # seconds since the storm began: (fire time, fire-to-first-start latency)
             "fire_to_start": latencies,
         }
+
+
+VIOLATION_KINDS = {
+    "happened twice": "duplicate effect",
+    "claimed twice": "occurrence claimed twice",
+    "completed as done": "two completions",
+    "ran twice": "one attempt ran twice",
+    "without being granted": "ran without a lease",
+    "never granted": "effect without a lease",
+    "has no receipt": "effect without receipt",
+    "without the app's write": "receipt without effect",
+    "done without its": "done without its effects",
+    "never ran and was never recorded": "missed occurrence",
+    "never caught up": "did not catch up",
+    "still running past its lease": "running past its lease",
+    "left ": "unfinished at the end",
+    "retry never ran": "retry never ran",
+    "failed for good after": "gave up before max attempts",
+    "without a reason": "skipped without a reason",
+    "without an error": "failed without an error",
+    "maintenance moved": "history changed by maintenance",
+    "history changed": "history changed by maintenance",
+    "deleted and never put back": "history lost",
+    "finished run": "history changed",
+    "attempt ": "fencing token jumped",
+    "owner without": "owner changed without a new token",
+    "did not stop": "shutdown hang",
+    "exited": "replica crashed",
+    "harness": "harness failure",
+}
+
+
+def violation_kinds(violations: list[str]) -> dict[str, int]:
+    kinds: Counter[str] = Counter()
+    for text in violations:
+        head = text.split("\n", 1)[0]
+        kinds[next((k for p, k in VIOLATION_KINDS.items() if p in head), "other")] += 1
+    return dict(kinds)
 
 
 def _stacks(replica: Replica) -> str:
@@ -1100,6 +1139,8 @@ def summary(report: dict[str, Any]) -> str:
         f"occurrences checked, {report.get('rows', 0)} rows, "
         f"{len(report['violations'])} violation(s), {report['elapsed_seconds']}s",
     ]
+    if report["violations"]:
+        lines.append(f"  kinds: {report['violation_kinds']}")
     for violation in report["violations"][:30]:
         lines.append(f"  - {violation}")
     if report["violations"]:
