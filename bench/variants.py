@@ -13,51 +13,10 @@ from claimsched.db.queries import queries, query
 
 # name -> (query name, text expected, replacement)
 VARIANTS: dict[str, list[tuple[str, str, str]]] = {
-    # Insert claims in one global order (not this replica's shuffled preference): concurrent
-    # claim statements then wait on each other in one direction only, so they cannot deadlock.
-    "ordered-insert": [
-        ("claim", "    FROM chosen\n    ORDER BY ord\n",
-         "    FROM chosen\n    ORDER BY job_name, fire_time\n"),
-    ],
-    # Look up the Replace policy by primary key instead of joining the candidates CTE to every
-    # inserted row (quadratic in the number of candidates).
-    "replace-join": [
-        ("claim",
-         "    FROM ins JOIN cand ON cand.job_name = ins.job_name"
-         " AND cand.fire_time = ins.fire_time\n"
-         "    WHERE cand.concurrency_policy = 'Replace' AND ins.status = 'running'\n",
-         "    FROM ins JOIN job_schedule rs ON rs.job_name = ins.job_name\n"
-         "    WHERE rs.concurrency_policy = 'Replace' AND ins.status = 'running'\n"),
-    ],
-    # The claim's `db_now` is now(), the statement's start; the agent takes it as the midpoint
-    # of the round trip, so a claim that waited D ms on other replicas shifts the replica's idea
-    # of the database clock by -D/2 and its next wake-up D/2 late. Report the midpoint instead.
-    "clock-midpoint": [
-        ("claim", "       now() AS db_now\nFROM (SELECT now()) AS clock\n",
-         "       now() + (clock_timestamp() - now()) / 2 AS db_now\n"
-         "FROM (SELECT now()) AS clock\n"),
-    ],
-    # The operator's live-agent count: one scan of agents' handler arrays, grouped by job, joined
-    # once, instead of a correlated subquery that scans every agent's whole handlers array for
-    # every job (jobs x handler entries).
-    "live-agents-join": [
-        ("operator_status",
-         "       (SELECT count(*) FROM agents a\n"
-         "        WHERE a.stopped_at IS NULL\n"
-         "          AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()\n"
-         "          AND j.job_name = ANY (a.handlers)) AS live_agents,\n",
-         "       coalesce(live.agents, 0) AS live_agents,\n"),
-        ("operator_status",
-         "LEFT JOIN counted c ON c.job_name = j.job_name\n",
-         "LEFT JOIN counted c ON c.job_name = j.job_name\n"
-         "LEFT JOIN (\n"
-         "    SELECT h.job_name, count(DISTINCT a.agent_id) AS agents\n"
-         "    FROM agents a, unnest(a.handlers) AS h(job_name)\n"
-         "    WHERE a.stopped_at IS NULL\n"
-         "      AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()\n"
-         "    GROUP BY h.job_name\n"
-         ") live ON live.job_name = j.job_name\n"),
-    ],
+    # Applied to the agent and operator since: ordered-insert (claims insert in one global order,
+    # so concurrent claims cannot deadlock), replace-join (Replace looked up by primary key),
+    # clock-midpoint (the claim reports the database clock mid-statement) and live-agents-join
+    # (the operator counts live agents in one pass over the handlers arrays). Add new ones here.
 }
 
 

@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import FrameType, TracebackType
 from typing import Any, TypeVar
 
@@ -20,7 +20,7 @@ from . import metrics
 from .claims import Planner
 from .clock import DbClock
 from .db import SCHEMA_VERSION, Store
-from .db.store import NOTIFY_RUNS, NOTIFY_SCHEDULES
+from .db.store import NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener
 from .errors import ClaimschedError, ConfigurationError, DatabaseError, InvalidSchedule
 from .leases import Heartbeat
 from .logs import AgentLog
@@ -36,6 +36,7 @@ H = TypeVar("H", bound=Handler)
 
 RETRY_WAIT = 0.5  # seconds before retrying an occurrence that was deferred (Forbid, busy)
 NOT_DUE_WAIT = 0.01  # seconds before asking again when the database said "not due yet"
+LISTEN_WAIT = 60.0  # seconds the listener blocks at most (stop and NOTIFY wake it earlier)
 FULL_WAIT = 5.0  # seconds to sleep with every slot busy; a finishing run wakes the loop earlier
 
 
@@ -76,7 +77,7 @@ class Agent:
         )
         self.log = AgentLog(logging.getLogger("claimsched.agent"), {"agent": self.agent_id})
         self.clock = DbClock()
-        self.planner = Planner(misfire_grace=_seconds(self.settings.misfire_grace_seconds))
+        self.planner = Planner(misfire_grace=timedelta(seconds=self.settings.misfire_grace_seconds))
         self._handlers: dict[str, Handler] = {}
         self._declared: dict[str, JobSpec] = {}
         self._schedules: dict[str, tuple[ScheduleRecord, Schedule]] = {}
@@ -102,6 +103,7 @@ class Agent:
         )
         self.heartbeat = Heartbeat(self, self.workers, self.log, self.health)
         self.housekeeper = Housekeeper(self)
+        self._listener: Listener | None = None
 
     # -- registration ------------------------------------------------------------------------
 
@@ -154,6 +156,7 @@ class Agent:
         self._started = True
         if self.settings.metrics_port is not None:
             metrics.serve(self.settings.metrics_port)
+        self._listener = self.store.listener()
         self.supervisor.spawn("claimsched-claims", self._claim_loop)
         self.supervisor.spawn("claimsched-heartbeat", lambda: self.heartbeat.loop(self._stopping))
         self.supervisor.spawn(
@@ -179,6 +182,8 @@ class Agent:
         self._stopping.set()
         self._wake.set()
         self.heartbeat.kick()
+        if self._listener is not None:
+            self._listener.interrupt()
         self.supervisor.join_one("claimsched-claims")
         deadline = time.monotonic() + grace
         while self.workers.slots() and time.monotonic() < deadline:
@@ -239,6 +244,8 @@ class Agent:
         self.fatal = exc
         self._stopping.set()
         self._wake.set()
+        if self._listener is not None:
+            self._listener.interrupt()
 
     def _recovered(self) -> None:
         self._catch_up = True
@@ -294,7 +301,7 @@ class Agent:
             return FULL_WAIT  # a finishing run wakes the loop
         if not self._schedules:
             return self._sleep_seconds()
-        candidates = self.planner.plan(self._schedules, self.clock.now())
+        candidates = self.planner.plan(self._schedules, self.clock.now(), capacity)
         if not candidates:
             return self._sleep_seconds()
         sent = time.time()
@@ -307,7 +314,7 @@ class Agent:
         blocked = self.planner.learn(results)
         if "not_due" in blocked:
             return NOT_DUE_WAIT  # our clock estimate ran ahead; the offset is corrected now
-        if "no_capacity" in blocked:
+        if "no_capacity" in blocked or self.planner.truncated:
             # Races lost to other replicas left slots free: try the remaining ones at once.
             return 0.0 if self.workers.free() else FULL_WAIT
         if "deferred" in blocked:
@@ -368,11 +375,12 @@ class Agent:
     # -- housekeeping and notifications ------------------------------------------------------
 
     def _listen_loop(self) -> None:
-        listener = self.store.listener()
+        listener = self._listener
+        assert listener is not None
         try:
             while not self._stopping.is_set():
                 try:
-                    fired = listener.wait(1.0)
+                    fired = listener.wait(LISTEN_WAIT)
                 except DatabaseError as exc:
                     self._stopping.wait(self.health.failed(exc))
                     continue
@@ -383,10 +391,4 @@ class Agent:
                     self.want_reclaim()
                     self.heartbeat.kick()
         finally:
-            listener.close()
-
-
-def _seconds(value: float) -> Any:
-    from datetime import timedelta
-
-    return timedelta(seconds=value)
+            listener.dispose()

@@ -32,33 +32,54 @@ class Planner:
     misfire_grace: timedelta = timedelta(seconds=10)
     rng: random.Random = field(default_factory=random.Random)
     cursors: dict[str, datetime] = field(default_factory=dict)
+    truncated: bool = False
+    _quiet_until: dict[str, datetime] = field(default_factory=dict)
     _keys: dict[str, tuple[str, str, datetime]] = field(default_factory=dict)
 
     def forget(self) -> None:
         """Start over (after an outage): every job looks back over its catch-up window."""
         self.cursors.clear()
+        self._quiet_until.clear()
 
     def plan(
         self,
         schedules: Mapping[str, tuple[ScheduleRecord, Schedule]],
         now: datetime,
+        capacity: int | None = None,
     ) -> list[Candidate]:
-        """Candidates for every job, jobs in random order, each job's occurrences ascending."""
+        """Candidates for due jobs, in random order, each job's occurrences ascending.
+
+        With `capacity`, jobs wanting a run are proposed for about twice the free slots only
+        (random ones, so replicas spread): a claim costs O(slots), not O(due jobs). `truncated`
+        then says that more jobs are due than were proposed.
+        """
         names = list(schedules)
         self.rng.shuffle(names)
         planned: list[Candidate] = []
+        wanting = 0
+        self.truncated = False
         for name in names:
             record, schedule = schedules[name]
-            planned.extend(self._plan_job(record, schedule, now))
+            quiet = self._quiet_until.get(name)
+            if quiet is not None and quiet > now and self._keys.get(name) == _key(record):
+                continue
+            job = self._plan_job(record, schedule, now)
+            if any(c.want == "running" for c in job):
+                if capacity is not None and wanting >= 2 * capacity:
+                    self.truncated = True
+                    continue
+                wanting += 1
+            planned.extend(job)
         return planned
 
     def _plan_job(
         self, record: ScheduleRecord, schedule: Schedule, now: datetime
     ) -> list[Candidate]:
-        key = (record.schedule, record.time_zone, record.active_since)
+        key = _key(record)
         if self._keys.get(record.job_name) != key:
             self._keys[record.job_name] = key
             self.cursors.pop(record.job_name, None)
+            self._quiet_until.pop(record.job_name, None)
         if not record.enabled:
             self.cursors[record.job_name] = now
             return []
@@ -68,6 +89,10 @@ class Planner:
         lower = max(self.cursors.get(record.job_name, horizon), horizon, record.active_since)
         due = schedule.between(lower, now, limit=MAX_PER_PASS)
         if not due:
+            # Nothing in (lower, now]: nothing is due before the next occurrence after `lower`.
+            nxt = schedule.next_after(lower)
+            if nxt is not None:
+                self._quiet_until[record.job_name] = nxt
             return []
         latest, older = due[-1], due[:-1]
         name = record.job_name
@@ -105,8 +130,15 @@ class Planner:
         for name, (record, schedule) in schedules.items():
             if not record.enabled:
                 continue
-            after = max(self.cursors.get(name, now), record.active_since)
-            nxt = schedule.next_after(after)
+            nxt = self._quiet_until.get(name)
+            if nxt is None or self._keys.get(name) != _key(record):
+                after = max(self.cursors.get(name, now), record.active_since)
+                nxt = schedule.next_after(after)
             if nxt is not None:
                 upcoming.append(nxt)
         return min(upcoming, default=None)
+
+
+def _key(record: ScheduleRecord) -> tuple[str, str, datetime]:
+    """What, when changed, makes a job start afresh."""
+    return (record.schedule, record.time_zone, record.active_since)

@@ -42,6 +42,10 @@ class DatabaseUnavailable(DatabaseError):
     """The database cannot be reached."""
 
 
+class DatabaseConflict(DatabaseError):
+    """A concurrent transaction got in the way (deadlock or serialization failure): retry."""
+
+
 class AuthenticationFailed(DatabaseError):
     """The database refused the credentials (user or password)."""
 

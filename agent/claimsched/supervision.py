@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from .errors import DatabaseConflict
 from .logs import AgentLog
 
 
@@ -47,6 +48,9 @@ class Supervisor:
                 thread.join(timeout)
 
 
+CONFLICT_RETRY = 0.02  # seconds before retrying a statement that lost a deadlock
+
+
 class DatabaseHealth:
     """Logs once per state change (down, back), and hands out a capped backoff while down."""
 
@@ -62,6 +66,9 @@ class DatabaseHealth:
 
     def failed(self, exc: BaseException) -> float:
         """Note a failure; returns how long to wait before trying again, seconds."""
+        if isinstance(exc, DatabaseConflict):  # not an outage: the database is fine
+            self._log.debug("%s", exc, extra={"action": "conflict"})
+            return CONFLICT_RETRY
         with self._lock:
             self._failures += 1
             failures = self._failures

@@ -121,3 +121,27 @@ def test_a_cursor_older_than_the_window_does_not_widen_it() -> None:
     plan(planner, rec)
     planner.learn([ClaimResult("job", NOW - timedelta(seconds=50), "claimed", None)])
     assert [t for t, _ in plan(planner, rec)] == ["59:50", "00:00"]
+
+
+def test_a_claim_proposes_about_twice_the_free_slots_of_due_jobs() -> None:
+    records = {f"j{i}": record(job_name=f"j{i}") for i in range(50)}
+    schedules = {name: (rec, rec.parsed) for name, rec in records.items()}
+    planner = Planner()
+    candidates = planner.plan(schedules, NOW, capacity=4)
+    assert len({c.job_name for c in candidates if c.want == "running"}) == 8
+    assert planner.truncated
+    everything = Planner()
+    assert len({c.job_name for c in everything.plan(schedules, NOW, capacity=100)}) == 50
+    assert not everything.truncated
+
+
+def test_a_job_with_nothing_due_is_not_planned_again_before_its_next_occurrence() -> None:
+    rec = record(schedule="@every 60s")
+    planner = Planner()
+    plan(planner, rec, NOW)
+    planner.learn([ClaimResult("job", NOW, "claimed", None)])
+    assert plan(planner, rec, NOW + timedelta(seconds=1)) == []
+    assert planner.next_due({"job": (rec, rec.parsed)}, NOW) == NOW + timedelta(seconds=60)
+    assert plan(planner, rec, NOW + timedelta(seconds=60)) == [("01:00", "running")]
+    changed = record(schedule="@every 30s", active_since=NOW + timedelta(seconds=1))
+    assert plan(planner, changed, NOW + timedelta(seconds=30)) == [("00:30", "running")]

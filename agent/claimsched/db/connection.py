@@ -13,6 +13,7 @@ from psycopg import errors as pgerrors
 
 from ..errors import (
     AuthenticationFailed,
+    DatabaseConflict,
     DatabaseError,
     DatabaseUnavailable,
     InvalidSpec,
@@ -38,6 +39,8 @@ def translate(exc: BaseException) -> DatabaseError | InvalidSpec:
         return DatabaseUnavailable(f"cannot reach the database: {text}")
     if isinstance(exc, pgerrors.InvalidPassword | pgerrors.InvalidAuthorizationSpecification):
         return AuthenticationFailed(f"the database refused the login: {text}")
+    if isinstance(exc, pgerrors.DeadlockDetected | pgerrors.SerializationFailure):
+        return DatabaseConflict(f"retrying after a conflict with another transaction: {text}")
     if isinstance(exc, pgerrors.InvalidCatalogName):
         return DatabaseUnavailable(f"the database does not exist: {text}")
     if isinstance(exc, pgerrors.InsufficientPrivilege):
@@ -91,7 +94,6 @@ def make_pool(dsn: str, schema: str, max_size: int, name: str) -> psycopg_pool.C
         max_size=max_size,
         kwargs={"connect_timeout": 5},
         configure=configure,
-        check=psycopg_pool.ConnectionPool.check_connection,
         open=False,
         name=name,
     )

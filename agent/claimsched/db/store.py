@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import select
+import socket
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import Any
 
@@ -312,11 +314,17 @@ class Store:
 
 
 class Listener:
-    """A dedicated connection that LISTENs for schedule changes and runs wanting an owner."""
+    """A dedicated connection that LISTENs for schedule changes and runs wanting an owner.
+
+    It blocks in select() on the connection's socket (no polling while idle); `interrupt()`
+    wakes it through a socket pair, for a prompt shutdown.
+    """
 
     def __init__(self, store: Store) -> None:
         self._store = store
         self._conn: psycopg.Connection[Any] | None = None
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
 
     def _connect(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
@@ -327,18 +335,25 @@ class Listener:
             self._conn = conn
         return self._conn
 
+    def interrupt(self) -> None:
+        with suppress(OSError):
+            self._wake_w.send(b"!")
+
     def wait(self, timeout: float) -> set[str]:
         """Block up to `timeout` seconds; the channels that fired for our schema."""
         conn = self._connect()
         fired: set[str] = set()
         try:
+            wake = self._wake_r.fileno()
+            readable, _, _ = select.select([conn.fileno(), wake], [], [], timeout)
+            if wake in readable:
+                with suppress(BlockingIOError):
+                    self._wake_r.recv(64)
             with translated():
-                for note in conn.notifies(timeout=timeout, stop_after=1):
-                    if note.payload == self._store.schema:
-                        fired.add(note.channel)
-                for note in conn.notifies(timeout=0.001):
-                    if note.payload == self._store.schema:
-                        fired.add(note.channel)
+                conn.pgconn.consume_input()
+                while (note := conn.pgconn.notifies()) is not None:
+                    if note.extra.decode() == self._store.schema:
+                        fired.add(note.relname.decode())
         except Exception:
             self.close()
             raise
@@ -348,3 +363,8 @@ class Listener:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def dispose(self) -> None:
+        self.close()
+        self._wake_r.close()
+        self._wake_w.close()

@@ -101,13 +101,17 @@ SELECT j.job_name, j.enabled, j.active_since, j.day_start, j.history_start, j.se
        last.claimed_by AS last_claimed_by, last.started_at AS last_started_at,
        last.finished_at AS last_finished_at, last.error AS last_error,
        success.fire_time AS last_successful_time,
-       (SELECT count(*) FROM agents a
-        WHERE a.stopped_at IS NULL
-          AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
-          AND j.job_name = ANY (a.handlers)) AS live_agents,
+       coalesce(live.agents, 0) AS live_agents,
        now() AS db_now
 FROM jobs j
 LEFT JOIN counted c ON c.job_name = j.job_name
+LEFT JOIN (
+    SELECT h.job_name, count(DISTINCT a.agent_id) AS agents
+    FROM agents a, unnest(a.handlers) AS h(job_name)
+    WHERE a.stopped_at IS NULL
+      AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
+    GROUP BY h.job_name
+) live ON live.job_name = j.job_name
 LEFT JOIN LATERAL (
     SELECT r.fire_time, r.status, r.attempt, r.claimed_by, r.started_at, r.finished_at, r.error
     FROM job_runs r

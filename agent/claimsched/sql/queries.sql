@@ -110,7 +110,7 @@ ins AS (
                 THEN 'skipped: the previous run is still running (concurrencyPolicy Forbid)'
                 WHEN verdict = 'skipped' THEN reason END
     FROM chosen
-    ORDER BY ord
+    ORDER BY job_name, fire_time  -- one global order: concurrent claims never deadlock
     ON CONFLICT (job_name, fire_time) DO NOTHING
     RETURNING id, job_name, fire_time, status, attempt, lease_until, started_at
 ),
@@ -118,8 +118,8 @@ replaced AS (
     UPDATE job_runs r
     SET status = 'failed', finished_at = now(), lease_until = now(),
         error = 'replaced by the occurrence at ' || ins.fire_time || ' (concurrencyPolicy Replace)'
-    FROM ins JOIN cand ON cand.job_name = ins.job_name AND cand.fire_time = ins.fire_time
-    WHERE cand.concurrency_policy = 'Replace' AND ins.status = 'running'
+    FROM ins JOIN job_schedule rs ON rs.job_name = ins.job_name
+    WHERE rs.concurrency_policy = 'Replace' AND ins.status = 'running'
       AND r.job_name = ins.job_name AND r.status = 'running' AND r.fire_time < ins.fire_time
     RETURNING r.id
 )
@@ -133,7 +133,7 @@ SELECT c.job_name, c.fire_time,
        c.lease_seconds, c.heartbeat_seconds, c.max_attempts, c.retry_on_failure,
        CASE WHEN EXISTS (SELECT 1 FROM replaced)
             THEN pg_notify('claimsched_runs', current_schema()) END AS notified,
-       now() AS db_now
+       now() + (clock_timestamp() - now()) / 2 AS db_now  -- mid-statement, like the agent assumes
 FROM (SELECT now()) AS clock
 LEFT JOIN ranked c ON true
 LEFT JOIN ins i ON i.job_name = c.job_name AND i.fire_time = c.fire_time
