@@ -72,7 +72,7 @@ class Agent:
             dsn_text,
             schema=self.settings.schema_name,
             pool=pool,
-            max_size=self.settings.max_concurrency * 2 + 4,
+            max_size=min(self.settings.max_concurrency, 16) + 4,
             name=f"claimsched-{self.agent_id}",
         )
         self.log = AgentLog(logging.getLogger("claimsched.agent"), {"agent": self.agent_id})

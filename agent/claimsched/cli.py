@@ -15,9 +15,6 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from rich.console import Console
-from rich.table import Table
-
 from . import logs
 from .agent import Agent
 from .db import Store, redact_dsn
@@ -28,8 +25,13 @@ from .specs import load_claimschedules
 from .version import __version__
 
 MAX_BACKFILL = 10_000
-out = Console(soft_wrap=True)
-err = Console(stderr=True)
+
+
+def _console(stderr: bool = False) -> Any:
+    """rich, imported only by commands that print for people (the agent never needs it)."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, soft_wrap=True)
 
 
 def _store(args: argparse.Namespace) -> Store:
@@ -42,6 +44,7 @@ def _store(args: argparse.Namespace) -> Store:
 
 
 def _progress(text: str) -> Any:
+    err = _console(stderr=True)
     return err.status(text) if err.is_terminal else nullcontext()
 
 
@@ -55,12 +58,14 @@ def _emit(
     if args.json:
         print(json.dumps(rows, default=str, indent=2))
         return
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column)
     for row in rows:
         table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
-    out.print(table)
+    _console().print(table)
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -79,7 +84,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
     else:
         done = ", ".join(map(str, applied)) if applied else "nothing to do"
-        out.print(f"schema {args.schema} at version {version} (applied: {done})")
+        _console().print(f"schema {args.schema} at version {version} (applied: {done})")
     return 0
 
 
@@ -118,7 +123,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         print(json.dumps(results))
     else:
         for row in results:
-            out.print(f"claimschedule/{row['job']} {row['result']}")
+            _console().print(f"claimschedule/{row['job']} {row['result']}")
     return 0
 
 

@@ -29,7 +29,7 @@ class AgentSettings(BaseSettings):
         None, description="Unique id of this agent. Default: <hostname>-<pid>-<random>."
     )
     max_concurrency: int = Field(
-        4, ge=1, le=1000, description="Runs this agent executes at once (worker slots). Default 4."
+        16, ge=1, le=1000, description="Runs this agent executes at once (slots). Default 16."
     )
     migrate: bool = Field(
         True, description="Apply pending migrations at start (needs DDL rights). Default true."

@@ -7,7 +7,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import (
@@ -164,6 +163,8 @@ def from_claimschedule(doc: Any, *, source: Source = "operator") -> JobSpec:
 
 def load_claimschedules(path: Path, *, source: Source = "cli") -> list[JobSpec]:
     """Every ClaimSchedule in a YAML file, all validated before anything is written."""
+    import yaml  # only the CLI reads files; the agent never needs it
+
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
