@@ -65,3 +65,12 @@ def per_fire(kinds: dict[str, dict[str, float]], fires: int) -> dict[str, dict[s
             "rows": int(entry["rows"]),
         }
     return out
+
+
+def _default_slots() -> int:
+    from claimsched.settings import AgentSettings
+
+    return int(AgentSettings.model_fields["max_concurrency"].default)
+
+
+DEFAULT_SLOTS = _default_slots()  # the agent's default worker slots, as the replicas run them

@@ -16,7 +16,7 @@ from typing import Any
 
 from . import plot, sql, variants
 from .cluster import cluster
-from .common import environment, finish, per_fire, wait_until
+from .common import DEFAULT_SLOTS, environment, finish, per_fire, wait_until
 from .measure import next_instant, occurrences, summary_ms, target
 from .replicas import Replicas
 
@@ -36,7 +36,7 @@ def run(
         "replicas": replicas,
         "jobs": jobs,
         "schedule": f"@every {period}s (enabled just before the measured instant)",
-        "max_concurrency": max_concurrency or "agent default (4)",
+        "max_concurrency": max_concurrency or f"agent default ({DEFAULT_SLOTS})",
         "handler": "records its start time (local wall clock) and returns",
     }
     env = {"CLAIMSCHED_MAX_CONCURRENCY": str(max_concurrency)} if max_concurrency else {}

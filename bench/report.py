@@ -106,7 +106,7 @@ def _setup(result: dict[str, Any]) -> list[tuple[str, Any]]:
     env = result["environment"]
     rows = []
     if "replicas" in p:
-        slots = str(p["max_concurrency"]).replace("agent default (4)", "4 (default)")
+        slots = re.sub(r"agent default \((\d+)\)", r"\1 (default)", str(p["max_concurrency"]))
         rows.append(("replicas x worker slots", f"{p['replicas']} x {slots}"))
     rows.append(("statement variant", p.get("variant", "none (agent as is)")))
     rows.append(("commit / load average at start",

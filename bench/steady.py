@@ -19,7 +19,7 @@ from typing import Any
 
 from . import plot, profiler, sql, variants
 from .cluster import cluster
-from .common import environment, finish, per_fire, wait_until
+from .common import DEFAULT_SLOTS, environment, finish, per_fire, wait_until
 from .measure import every_instants, next_instant, occurrences, summary_ms, target
 from .replicas import Replicas
 
@@ -65,7 +65,7 @@ def run(
         "window_s": window,
         "idle_window_s": idle_window,
         "warmup_s": warmup,
-        "max_concurrency": max_concurrency or "agent default (4)",
+        "max_concurrency": max_concurrency or f"agent default ({DEFAULT_SLOTS})",
         "housekeeping_seconds": "agent default (30)",
         "handler": "records its start time (local wall clock) and returns",
     }

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import pgbench, plot, sql, variants
 from .cluster import cluster
-from .common import environment, finish, per_fire, wait_until
+from .common import DEFAULT_SLOTS, environment, finish, per_fire, wait_until
 from .measure import target
 from .replicas import Replicas
 
@@ -43,7 +43,7 @@ def run(
         "offered_per_s": jobs / period,
         "window_s": window,
         "warmup_s": warmup,
-        "max_concurrency": max_concurrency or "agent default (4)",
+        "max_concurrency": max_concurrency or f"agent default ({DEFAULT_SLOTS})",
         "pgbench_seconds": pgbench_seconds,
     }
     env = {"CLAIMSCHED_MAX_CONCURRENCY": str(max_concurrency)} if max_concurrency else {}
