@@ -87,28 +87,38 @@ class Planner:
         # only a little late (inside the misfire grace) is on time, even with a window of 0.
         horizon = now - max(timedelta(seconds=record.catch_up_window_seconds), self.misfire_grace)
         lower = max(self.cursors.get(record.job_name, horizon), horizon, record.active_since)
-        due = schedule.between(lower, now, limit=MAX_PER_PASS)
+        due = schedule.between(lower, now, limit=MAX_PER_PASS + 1)
         if not due:
             # Nothing in (lower, now]: nothing is due before the next occurrence after `lower`.
             nxt = schedule.next_after(lower)
             if nxt is not None:
                 self._quiet_until[record.job_name] = nxt
             return []
-        latest, older = due[-1], due[:-1]
+        latest = due[-1]
+        if len(due) > MAX_PER_PASS:
+            # A backlog longer than one pass: settle its oldest part first (the next pass goes
+            # on at once), so that no occurrence inside the window is ever passed over silently.
+            due = [t for t in schedule.upcoming(lower, MAX_PER_PASS) if t <= now]
+        return self._candidates(record, due, latest, now)
+
+    def _candidates(
+        self, record: ScheduleRecord, due: list[datetime], latest: datetime, now: datetime
+    ) -> list[Candidate]:
+        """`due` ascending (at most one pass's worth); `latest` is the newest due occurrence."""
         name = record.job_name
+        older = [t for t in due if t != latest]
+        newest = [latest] if due[-1] == latest else []
         if record.concurrency_policy == "Replace":
-            return [Candidate(name, t, "skipped", SUPERSEDED, False) for t in older] + [
-                Candidate(name, latest)
-            ]
+            skipped = [Candidate(name, t, "skipped", SUPERSEDED, False) for t in older]
+            return skipped + [Candidate(name, t) for t in newest]
         if record.catch_up_policy == "All":
-            if record.concurrency_policy == "Forbid":
-                return [Candidate(name, due[0], latest=len(due) == 1)]
+            # Forbid: the database lets only the oldest free one run and defers the others.
             return [Candidate(name, t, latest=t == latest) for t in due]
         reason = MISSED_LATEST if record.catch_up_policy == "Latest" else MISSED_NONE
         skipped = [Candidate(name, t, "skipped", reason, False) for t in older]
         if record.catch_up_policy == "None" and now - latest > self.misfire_grace:
-            return [*skipped, Candidate(name, latest, "skipped", reason, True)]
-        return [*skipped, Candidate(name, latest)]
+            return skipped + [Candidate(name, t, "skipped", reason, True) for t in newest]
+        return skipped + [Candidate(name, t) for t in newest]
 
     def learn(self, results: Iterable[ClaimResult]) -> set[str]:
         """Advance cursors over settled occurrences; returns the outcomes that blocked a job."""

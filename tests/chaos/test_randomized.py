@@ -248,14 +248,9 @@ def _waiting_on_locks(dsn: str) -> int:
         ).fetchone()[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: maintenance moves rows out of the default partition with a stash/delete/"
-    "re-insert that is not isolated from the agents: a completion that commits meanwhile is "
-    "undone (the run is 'running' again and will run twice), and a run claimed meanwhile is "
-    "deleted (its occurrence can be claimed again with attempt 1)",
-)
 def test_maintenance_moving_rows_keeps_a_completion_that_commits_meanwhile(dsn: str) -> None:
+    """Found by the soak: maintenance moved rows out of the default partition while agents
+    updated them (a completion undone, a claim deleted). Fixed: the move locks the partition."""
     store = Store(dsn)
     _lapse(dsn)
     store.upsert_schedule(job_spec(job_name="j", schedule="@daily", source="cli"))
@@ -330,16 +325,11 @@ def test_replicas_claiming_the_same_occurrences_in_different_orders_do_not_deadl
     assert claimed == {"x": 1, "gate": 1, "y": 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a replica that starts or comes back from any database error forgets where each "
-    "job stands; a Forbid job with catchUpPolicy All then proposes its past occurrences one "
-    "claim statement at a time (up to 100) before it can claim a new one; under load, with "
-    "errors every few seconds (claim deadlocks), such jobs stop running at all",
-)
 def test_a_replica_coming_back_claims_a_forbid_jobs_next_occurrence_without_walking_history(
     dsn: str,
 ) -> None:
+    """Found by the soak: a Forbid job with catchUpPolicy All walked its history one claim
+    statement per occurrence. Fixed: the database lets only the oldest free one run."""
     from claimsched import Agent
 
     store = Store(dsn)
@@ -382,15 +372,10 @@ def test_a_replica_coming_back_claims_a_forbid_jobs_next_occurrence_without_walk
     assert used <= 5, f"{used} claim statements before the first new occurrence"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: catch-up looks at only the newest 100 missed occurrences of a job; older ones "
-    "inside the catch-up window get no row at all (not run, not recorded as skipped). The soak "
-    "found it: Forbid jobs with catchUpPolicy All fell more than 100 periods behind and lost "
-    "occurrences without a trace",
-)
 @pytest.mark.parametrize("policy", ["Forbid", "Allow"])
 def test_catch_up_all_runs_every_missed_occurrence_inside_the_window(dsn: str, policy: str) -> None:
+    """Found by the soak: catch-up looked at the newest 100 missed occurrences only, older
+    ones got no row. Fixed: a longer backlog is settled oldest first, 100 a pass."""
     from claimsched import Agent
 
     store = Store(dsn)

@@ -108,3 +108,12 @@ def test_the_claim_returns_the_database_clock(store: Store) -> None:
     db_now, results = store.claim("a", [], 4)
     assert results == []
     assert abs(db_now - store.db_now()) < timedelta(seconds=5)
+
+
+def test_of_a_forbid_jobs_free_occurrences_only_the_oldest_runs(store: Store) -> None:
+    _schedule(store, catch_up_policy="All")
+    times = [past(3), past(2), past(1)]
+    _, results = store.claim(
+        "a", [Candidate("job", t, latest=t == times[-1]) for t in times], 10
+    )
+    assert [r.outcome for r in results] == ["claimed", "deferred", "deferred"]

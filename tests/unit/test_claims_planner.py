@@ -45,10 +45,22 @@ def test_policy_all_proposes_every_missed_occurrence_inside_the_window() -> None
     ]
 
 
-def test_policy_all_with_forbid_proposes_the_backlog_one_at_a_time() -> None:
+def test_policy_all_with_forbid_proposes_the_whole_backlog_for_the_database_to_order() -> None:
     rec = record(catch_up_policy="All")
     candidates = Planner().plan({"job": (rec, rec.parsed)}, NOW)
-    assert len(candidates) == 1 and not candidates[0].latest
+    assert [c.latest for c in candidates] == [False] * 5 + [True]
+    assert {c.want for c in candidates} == {"running"}
+
+
+def test_a_backlog_longer_than_one_pass_is_settled_oldest_first_without_gaps() -> None:
+    rec = record(catch_up_policy="Latest", catch_up_window_seconds=3600)
+    planner = Planner()
+    first = Planner.plan(planner, {"job": (rec, rec.parsed)}, NOW)
+    assert len(first) == 100 and {c.want for c in first} == {"skipped"}
+    assert first[0].fire_time == NOW - timedelta(seconds=3590)
+    planner.learn([ClaimResult("job", c.fire_time, "skipped", None) for c in first])
+    second = planner.plan({"job": (rec, rec.parsed)}, NOW)
+    assert second[0].fire_time == first[-1].fire_time + timedelta(seconds=10)
 
 
 def test_policy_none_skips_an_occurrence_older_than_the_misfire_grace() -> None:

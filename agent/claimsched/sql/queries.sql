@@ -63,8 +63,10 @@ RETURNING job_name
 -- replica's preferred order; `want` is 'running' (run it) or 'skipped' (record why not, in
 -- `reason`); `latest` marks a job's newest due occurrence. The database decides: not yet due by
 -- its clock, schedule inactive, already taken, Forbid and busy (skip the latest, defer older
--- ones), or beyond this replica's free slots. Returns one row per candidate with its outcome,
--- plus the database clock; Replace fences out the job's older running runs.
+-- ones; of a Forbid job's free occurrences only the oldest may run now), or beyond this
+-- replica's free slots. Returns one row per candidate with its outcome,
+-- plus the database clock (mid-statement); Replace fences out the job's older running runs.
+-- Rows are inserted in one global order (job, fire time) so concurrent claims never deadlock.
 WITH cand AS (
     SELECT c.ord, c.job_name, c.fire_time, c.want, c.reason, c.latest,
            s.lease_seconds, s.heartbeat_seconds, s.max_attempts, s.retry_on_failure,
@@ -82,16 +84,24 @@ WITH cand AS (
                                   AND r.lease_until > now())
                    THEN CASE WHEN c.latest THEN 'busy' ELSE 'deferred' END
                ELSE c.want
-           END AS verdict
+           END AS first_verdict
     FROM unnest(%(jobs)s::text[], %(fire_times)s::timestamptz[], %(wants)s::text[],
                 %(reasons)s::text[], %(latest)s::boolean[])
          WITH ORDINALITY AS c(job_name, fire_time, want, reason, latest, ord)
     LEFT JOIN job_schedule s ON s.job_name = c.job_name
 ),
-ranked AS (
+decided AS (
     SELECT cand.*,
-           row_number() OVER (PARTITION BY verdict = 'running' ORDER BY ord) AS slot
+           CASE WHEN first_verdict = 'running' AND concurrency_policy = 'Forbid'
+                     AND row_number() OVER (PARTITION BY job_name, first_verdict
+                                            ORDER BY fire_time) > 1
+                THEN 'deferred' ELSE first_verdict END AS verdict
     FROM cand
+),
+ranked AS (
+    SELECT decided.*,
+           row_number() OVER (PARTITION BY verdict = 'running' ORDER BY ord) AS slot
+    FROM decided
 ),
 chosen AS (
     SELECT * FROM ranked
@@ -110,7 +120,7 @@ ins AS (
                 THEN 'skipped: the previous run is still running (concurrencyPolicy Forbid)'
                 WHEN verdict = 'skipped' THEN reason END
     FROM chosen
-    ORDER BY job_name, fire_time  -- one global order: concurrent claims never deadlock
+    ORDER BY job_name, fire_time
     ON CONFLICT (job_name, fire_time) DO NOTHING
     RETURNING id, job_name, fire_time, status, attempt, lease_until, started_at
 ),
@@ -133,7 +143,7 @@ SELECT c.job_name, c.fire_time,
        c.lease_seconds, c.heartbeat_seconds, c.max_attempts, c.retry_on_failure,
        CASE WHEN EXISTS (SELECT 1 FROM replaced)
             THEN pg_notify('claimsched_runs', current_schema()) END AS notified,
-       now() + (clock_timestamp() - now()) / 2 AS db_now  -- mid-statement, like the agent assumes
+       now() + (clock_timestamp() - now()) / 2 AS db_now
 FROM (SELECT now()) AS clock
 LEFT JOIN ranked c ON true
 LEFT JOIN ins i ON i.job_name = c.job_name AND i.fire_time = c.fire_time
