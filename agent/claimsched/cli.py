@@ -34,12 +34,18 @@ def _console(stderr: bool = False) -> Any:
     return Console(stderr=stderr, soft_wrap=True)
 
 
-def _store(args: argparse.Namespace) -> Store:
+def _store(args: argparse.Namespace, *, check: bool = True) -> Store:
     dsn = args.dsn or os.environ.get("CLAIMSCHED_DSN")
     if not dsn:
         raise ConfigurationError("no database: pass --dsn or set CLAIMSCHED_DSN")
     store = Store(dsn, schema=args.schema, max_size=2, name="claimsched-cli")
     store.open(timeout=args.connect_timeout)
+    if check:  # never read or write a schema this code does not understand
+        try:
+            store.check_version()
+        except ClaimschedError:
+            store.close()
+            raise
     return store
 
 
@@ -72,7 +78,7 @@ def _emit(
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store = _store(args, check=False)
     try:
         with _progress("migrating"):
             applied = store.migrate()
@@ -89,7 +95,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store = _store(args, check=False)
     try:
         with _progress("maintaining partitions and retention"):
             summary = store.maintain(args.retention_days)
@@ -357,11 +363,16 @@ def parser() -> argparse.ArgumentParser:
     backfill.add_argument("start", metavar="FROM")
     backfill.add_argument("end", metavar="TO")
     demo = add("demo", cmd_demo, "show exactly-once work: N replicas, a kill, a pause, a verdict")
-    demo.add_argument("--replicas", type=int, default=3,
-                      help="agent processes (default 3, at least 2)")
-    demo.add_argument("--duration", type=float, default=30.0,
-                      help="seconds to run at least (default 30); it runs on until the kill "
-                      "and the pause have played out")
+    demo.add_argument(
+        "--replicas", type=int, default=3, help="agent processes (default 3, at least 2)"
+    )
+    demo.add_argument(
+        "--duration",
+        type=float,
+        default=30.0,
+        help="seconds to run at least (default 30); it runs on until the kill "
+        "and the pause have played out",
+    )
     return top
 
 

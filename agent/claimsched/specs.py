@@ -50,15 +50,21 @@ class JobSpec(BaseModel):
     )
     time_zone: str = Field("UTC", description="IANA time zone the cron fields are read in.")
     enabled: bool = Field(True, description="False suspends the job (no runs, no catch-up).")
-    lease_seconds: int = Field(120, ge=1, le=86400, description="Claim validity, seconds.")
-    heartbeat_seconds: int = Field(30, ge=1, le=28800, description="Lease renewal period, seconds.")
-    max_attempts: int = Field(3, ge=1, le=100, description="Attempts per occurrence.")
+    lease_seconds: int = Field(
+        120, strict=True, ge=1, le=86400, description="Claim validity, seconds."
+    )
+    heartbeat_seconds: int = Field(
+        30, strict=True, ge=1, le=28800, description="Lease renewal period, seconds."
+    )
+    max_attempts: int = Field(3, strict=True, ge=1, le=100, description="Attempts per occurrence.")
     retry_on_failure: bool = Field(False, description="Retry handler exceptions with backoff.")
     concurrency_policy: ConcurrencyPolicy = Field("Forbid", description="Overlapping occurrences.")
-    catch_up_window_seconds: int = Field(3600, ge=0, le=2678400, description="Catch-up horizon, s.")
+    catch_up_window_seconds: int = Field(
+        3600, strict=True, ge=0, le=2678400, description="Catch-up horizon, s."
+    )
     catch_up_policy: CatchUpPolicy = Field("Latest", description="Which missed occurrences run.")
     max_runtime_seconds: int | None = Field(
-        None, ge=1, description="Fail runs longer than this, s."
+        None, strict=True, ge=1, description="Fail runs longer than this, s."
     )
     source: Source = Field("code", description="Who declared it.")
     owner: str | None = Field(None, description="namespace/name of the ClaimSchedule, if any.")
@@ -169,6 +175,8 @@ def load_claimschedules(path: Path, *, source: Source = "cli") -> list[JobSpec]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidSpec(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
         docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as exc:

@@ -102,7 +102,7 @@ class Workers:
             if result is not None:
                 run.log.warning("handler returned %r; return values are ignored", result)
         except BaseException as exc:  # the handler's failure is data, not our crash
-            status, error = "failed", f"{type(exc).__name__}: {exc}"[:2000]
+            status, error = "failed", describe(exc)
             run.log.warning("run failed: %s", error, extra={"action": "fail"})
         backoff = min(self._backoff_base * 2 ** max(lease.attempt - 1, 0), 300.0)
         self._done.put(Completion(lease, status, error, backoff))  # type: ignore[arg-type]
@@ -112,10 +112,14 @@ class Workers:
             self._on_change()
 
     def _call(self, handler: Handler, run: Run) -> Any:
-        if not inspect.iscoroutinefunction(handler):
-            return handler(run)
-        loop = self._event_loop()
-        return asyncio.run_coroutine_threadsafe(handler(run), loop).result()
+        result = handler(run)
+        if not inspect.isawaitable(result):
+            return result
+
+        async def wait() -> Any:  # a coroutine, or any awaitable a sync handler returned
+            return await result
+
+        return asyncio.run_coroutine_threadsafe(wait(), self._event_loop()).result()
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -193,3 +197,13 @@ class Workers:
         self._done.put(None)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
+
+
+def describe(exc: BaseException) -> str:
+    """A handler's failure as text the database can store: never raises, no NUL, valid UTF-8."""
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:  # an exception whose __str__ itself fails
+        text = f"{type(exc).__name__}: (its message could not be printed)"
+    text = text.replace("\x00", "\\0")[:2000]
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -3,8 +3,9 @@
 The matrix extends tests/integration/test_cli.py (which already covers a few `claimsched apply`
 cases): schedules, time zones, numeric bounds, hostile job names, malformed YAML, wrong DSNs,
 schemas older or newer than the code, and handlers that raise, hang or return garbage.
-Cases marked xfail(strict=True) are agent bugs, reported with a reproduction; they flip to a
-failure (XPASS) once fixed, so the marker gets removed with the fix.
+Several cases were agent bugs when this matrix was written (a NUL byte or a lone surrogate in
+a handler's error, an unprintable exception, a returned awaitable, booleans taken as seconds,
+non-UTF-8 files, the CLI writing into a schema of another version); they are fixed and stay here.
 """
 
 from __future__ import annotations
@@ -220,10 +221,6 @@ def test_apply_refuses_out_of_range_values(
     nothing_written(dsn)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: booleans are taken as integers: leaseSeconds: true becomes a 1 s lease",
-)
 def test_a_boolean_is_not_a_number_of_seconds(
     dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -389,11 +386,6 @@ def test_apply_refuses_a_file_without_documents(
     nothing_written(dsn)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a file that is not UTF-8 makes `claimsched apply` crash with a traceback "
-    "(UnicodeDecodeError is not turned into a one-line error)",
-)
 def test_apply_refuses_a_file_that_is_not_utf8(
     dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -523,11 +515,6 @@ def test_migrate_refuses_a_newer_schema(
     assert sql(newer_schema, "SELECT max(version) FROM schema_version") == [(SCHEMA_VERSION + 1,)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: claimsched apply/trigger never check the schema version and write into a "
-    "schema newer than the code",
-)
 def test_apply_and_trigger_refuse_a_newer_schema(
     newer_schema: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -539,11 +526,6 @@ def test_apply_and_trigger_refuse_a_newer_schema(
     assert written == [(0,)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: claimsched apply never checks the schema version and writes into a schema "
-    "older than the code",
-)
 def test_apply_refuses_an_older_schema(
     dsn: str, code_is_newer: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -633,22 +615,12 @@ def _poisoned_agent_keeps_working(dsn: str, agent: Agent, exc: BaseException) ->
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a NUL byte in a handler's error makes the completion batch fail forever: the "
-    "agent reports 'database unavailable' and no completion of any job is recorded again",
-)
 def test_a_handler_error_with_a_nul_byte_does_not_poison_other_completions(
     dsn: str, agent: Agent
 ) -> None:
     _poisoned_agent_keeps_working(dsn, agent, ValueError("binary \x00 garbage"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: an error message with a lone surrogate (e.g. an OSError filename decoded with "
-    "surrogateescape) kills the completer thread, and with it the whole agent",
-)
 def test_a_handler_error_that_cannot_be_encoded_does_not_kill_the_agent(
     dsn: str, agent: Agent
 ) -> None:
@@ -657,11 +629,6 @@ def test_a_handler_error_that_cannot_be_encoded_does_not_kill_the_agent(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: an exception whose __str__ raises kills the worker thread before the completion "
-    "is queued: the run stays 'running' forever (its lease renewed), the slot is never freed",
-)
 def test_a_handler_error_that_cannot_be_printed_still_fails_the_run(dsn: str, agent: Agent) -> None:
     _poisoned_agent_keeps_working(dsn, agent, BrokenStr())
 
@@ -757,11 +724,6 @@ class Work:
         return iter(())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a sync handler that returns an awaitable (e.g. a lambda around an async "
-    "function) is marked done although its work never ran",
-)
 def test_a_handler_returning_an_awaitable_is_awaited_or_failed(dsn: str, agent: Agent) -> None:
     ran = threading.Event()
     agent.job("bad", schedule="@every 1s")(lambda run: Work(ran))
