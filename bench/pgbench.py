@@ -54,8 +54,7 @@ def script(kind: str, batch: int, jobs: int) -> str:
         "agent_id": "'pgbench'",
     }.items():
         body = body.replace(f"%({name})s", value)
-    body = body.replace("job_schedule s", "claimsched.job_schedule s")
-    body = re.sub(r"\bjob_runs\b", "claimsched.job_runs", body)
+    body = re.sub(r"\b(job_runs|job_schedule)\b", r"claimsched.\1", body)
     return head + body + ";\n"
 
 
