@@ -26,8 +26,8 @@ ensure_postgres() {
 
 ensure_venv() {
   local extras="$1" python="${PYTHON:-python3}"
-  local spec="."
-  [ -n "$extras" ] && spec=".[$extras]"
+  local spec=""
+  [ -n "$extras" ] && spec="[$extras]"
   local stamp="$repo/.venv/.installed-$(echo "$extras" | tr -c 'a-z' '_')"
   if [ ! -x "$repo/.venv/bin/python" ]; then
     echo "==> creating .venv" >&2
