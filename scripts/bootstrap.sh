@@ -35,11 +35,14 @@ ensure_venv() {
   fi
   if [ ! -f "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ]; then
     echo "==> installing claimsched${extras:+[$extras]} into .venv" >&2
-    "$repo/.venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 \
-      | grep -v "is ignored" >&2 || true
-    "$repo/.venv/bin/python" -m pip install -q --disable-pip-version-check -e "$repo$spec" 2>&1 \
-      | grep -v "is ignored" >&2 || true
-    "$repo/.venv/bin/python" -c "import claimsched" || { echo "claimsched: install failed" >&2; exit 1; }
+    local log="$repo/.venv/install.log"
+    if ! { "$repo/.venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip \
+           && "$repo/.venv/bin/python" -m pip install -q --disable-pip-version-check \
+                -e "$repo$spec"; } >"$log" 2>&1; then
+      grep -v "is ignored" "$log" | tail -20 >&2
+      echo "claimsched: installing the Python dependencies failed (log: $log)" >&2
+      exit 1
+    fi
     touch "$stamp"
   fi
 }
