@@ -5,9 +5,11 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from claimsched.db import Store
 from claimsched.embedded import TemporaryPostgres
@@ -30,8 +32,8 @@ def template_db(server_dsn: str) -> str:
     """A database with claimsched migrated, cloned for every test."""
     name = f"claimsched_tmpl_{os.getpid()}"
     with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     store = Store(_with_db(server_dsn, name))
     store.migrate()
     return name
@@ -41,26 +43,36 @@ def _with_db(dsn: str, database: str) -> str:
     return psycopg.conninfo.make_conninfo(dsn, dbname=database)
 
 
+@contextmanager
+def _database(server_dsn: str, prefix: str, template: str | None = None) -> Iterator[str]:
+    """A new database on the test server, dropped afterwards; yields its DSN."""
+    name = f"{prefix}_{os.getpid()}_{next(_counter)}"
+    create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template:
+        create = sql.SQL("{} TEMPLATE {}").format(create, sql.Identifier(template))
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(create)
+    try:
+        yield _with_db(server_dsn, name)
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
 @pytest.fixture
 def dsn(server_dsn: str, template_db: str) -> Iterator[str]:
     """A fresh, migrated database for this test."""
-    name = f"t_{os.getpid()}_{next(_counter)}"
-    with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    yield _with_db(server_dsn, name)
-    with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with _database(server_dsn, "t", template_db) as fresh:
+        yield fresh
 
 
 @pytest.fixture
 def empty_dsn(server_dsn: str) -> Iterator[str]:
     """A fresh database without claimsched's schema."""
-    name = f"e_{os.getpid()}_{next(_counter)}"
-    with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield _with_db(server_dsn, name)
-    with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with _database(server_dsn, "e") as fresh:
+        yield fresh
 
 
 @pytest.fixture
