@@ -14,9 +14,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from . import plot, sql, variants
+from . import plot, sql
 from .cluster import cluster
-from .common import DEFAULT_SLOTS, environment, finish, per_fire, wait_until
+from .common import DEFAULT_SLOTS, environment, finish, per_fire, replica_env, wait_until
 from .measure import next_instant, occurrences, summary_ms, target
 from .replicas import Replicas
 
@@ -39,11 +39,8 @@ def run(
         "max_concurrency": max_concurrency or f"agent default ({DEFAULT_SLOTS})",
         "handler": "records its start time (local wall clock) and returns",
     }
-    env = {"CLAIMSCHED_MAX_CONCURRENCY": str(max_concurrency)} if max_concurrency else {}
     with cluster() as db, tempfile.TemporaryDirectory(prefix="claimsched-bench-") as folder:
-        if variant:
-            params["variant"] = variant
-            env["BENCH_SQL_OVERRIDES"] = str(variants.write(variant, Path(folder) / "sql"))
+        env = replica_env(params, max_concurrency, variant, Path(folder))
         result: dict[str, Any] = {"scenario": "b", "name": name, "params": params}
         result["environment"] = environment(db)
         db.execute(

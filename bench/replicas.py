@@ -7,11 +7,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from claimsched.processes import spawn_agent
 
 from . import sql
 from .cluster import Cluster, cpu_seconds, rss_mib
@@ -106,14 +107,7 @@ class Replicas:
                 "PYTHONPATH": str(REPO),
                 **self.env,
             }
-            with open(log, "wb") as sink:
-                process = subprocess.Popen(
-                    [sys.executable, "-m", "claimsched.cli", "agent", "bench.app:agent"],
-                    env=env,
-                    cwd=REPO,
-                    stdout=sink,
-                    stderr=subprocess.STDOUT,
-                )
+            process = spawn_agent("bench.app:agent", env, log, cwd=REPO)
             self.running.append(Replica(name, process, starts, log))
 
     @property

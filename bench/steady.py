@@ -17,9 +17,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from . import plot, profiler, sql, variants
+from . import plot, profiler, sql
 from .cluster import cluster
-from .common import DEFAULT_SLOTS, environment, finish, per_fire, wait_until
+from .common import DEFAULT_SLOTS, environment, finish, per_fire, replica_env, wait_until
 from .measure import every_instants, next_instant, occurrences, summary_ms, target
 from .replicas import Replicas
 
@@ -69,11 +69,8 @@ def run(
         "housekeeping_seconds": "agent default (30)",
         "handler": "records its start time (local wall clock) and returns",
     }
-    env = {"CLAIMSCHED_MAX_CONCURRENCY": str(max_concurrency)} if max_concurrency else {}
     with cluster() as db, tempfile.TemporaryDirectory(prefix="claimsched-bench-") as folder:
-        if variant:
-            params["variant"] = variant
-            env["BENCH_SQL_OVERRIDES"] = str(variants.write(variant, Path(folder) / "sql"))
+        env = replica_env(params, max_concurrency, variant, Path(folder))
         result: dict[str, Any] = {"scenario": "a", "name": name, "params": params}
         result["environment"] = environment(db)
         db.execute(

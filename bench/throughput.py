@@ -16,9 +16,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from . import pgbench, plot, sql, variants
+from . import pgbench, plot, sql
 from .cluster import cluster
-from .common import DEFAULT_SLOTS, environment, finish, per_fire, wait_until
+from .common import DEFAULT_SLOTS, environment, finish, per_fire, replica_env, wait_until
 from .measure import target
 from .replicas import Replicas
 
@@ -46,11 +46,8 @@ def run(
         "max_concurrency": max_concurrency or f"agent default ({DEFAULT_SLOTS})",
         "pgbench_seconds": pgbench_seconds,
     }
-    env = {"CLAIMSCHED_MAX_CONCURRENCY": str(max_concurrency)} if max_concurrency else {}
     with cluster() as db, tempfile.TemporaryDirectory(prefix="claimsched-bench-") as folder:
-        if variant:
-            params["variant"] = variant
-            env["BENCH_SQL_OVERRIDES"] = str(variants.write(variant, Path(folder) / "sql"))
+        env = replica_env(params, max_concurrency, variant, Path(folder))
         result: dict[str, Any] = {"scenario": "c", "name": name, "params": params}
         result["environment"] = environment(db)
         db.execute(

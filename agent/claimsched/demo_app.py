@@ -29,6 +29,7 @@ from typing import Any
 
 from .agent import Agent
 from .errors import LeaseLost
+from .processes import spawn_agent
 from .runs import Run
 from .specs import JobSpec, job_spec
 
@@ -177,12 +178,10 @@ class Fleet:
         env.update(AGENT_ENV, CLAIMSCHED_DSN=self.dsn, CLAIMSCHED_SCHEMA=self.schema,
                    CLAIMSCHED_AGENT_ID=name)
         log = self.folder / f"{name}.log"
-        with open(log, "wb") as sink:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "claimsched.cli", "agent", f"{__name__}:agent"],
-                env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
-                start_new_session=True, preexec_fn=self._preexec,
-            )
+        process = spawn_agent(
+            f"{__name__}:agent", env, log,
+            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=self._preexec,
+        )
         replica = self.replicas[name] = Replica(name, process, log)
         return replica
 

@@ -354,27 +354,8 @@ class ChaosRun:
         }
 
     def _lapse(self) -> None:
-        """Maintenance lapsed: this month's partition is missing, its rows live in the default
-        partition (as after months without `claimsched maintain`). Done atomically, under an
-        exclusive lock, so that the agents never see a half-moved table."""
-        with psycopg.connect(self.dsn) as conn:
-            conn.execute("SET LOCAL claimsched_test.actor = 'harness-lapse'")
-            conn.execute("LOCK TABLE claimsched.job_runs IN ACCESS EXCLUSIVE MODE")
-            month = conn.execute("SELECT date_trunc('month', now())").fetchone()[0]  # type: ignore[index]
-            name = f"job_runs_p{month:%Y%m}"
-            part = psycopg.sql.Identifier("claimsched", name)
-            if not conn.execute("SELECT to_regclass(%s)", [f"claimsched.{name}"]).fetchone()[0]:  # type: ignore[index]
-                return
-            conn.execute(
-                psycopg.sql.SQL("ALTER TABLE claimsched.job_runs DETACH PARTITION {}").format(part)
-            )
-            conn.execute(
-                psycopg.sql.SQL(
-                    "INSERT INTO claimsched.job_runs OVERRIDING SYSTEM VALUE SELECT * FROM {}"
-                ).format(part)
-            )
-            conn.execute(psycopg.sql.SQL("DROP TABLE {}").format(part))
-        self.notes["partition_lapses"] += 1
+        if lapse_partition(self.dsn):
+            self.notes["partition_lapses"] += 1
 
     def _write_skew(self, seconds: float) -> None:
         # libfaketime re-reads the file while the replica runs: replace it atomically, so it
@@ -1199,3 +1180,27 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def lapse_partition(dsn: str) -> bool:
+    """Maintenance lapsed: this month's partition is missing, its rows live in the default
+    partition (as after months without `claimsched maintain`). Done atomically, under an
+    exclusive lock, so that the agents never see a half-moved table. False if already lapsed."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute("SET LOCAL claimsched_test.actor = 'harness-lapse'")
+        conn.execute("LOCK TABLE claimsched.job_runs IN ACCESS EXCLUSIVE MODE")
+        month = conn.execute("SELECT date_trunc('month', now())").fetchone()[0]  # type: ignore[index]
+        name = f"job_runs_p{month:%Y%m}"
+        part = psycopg.sql.Identifier("claimsched", name)
+        if not conn.execute("SELECT to_regclass(%s)", [f"claimsched.{name}"]).fetchone()[0]:  # type: ignore[index]
+            return False
+        conn.execute(
+            psycopg.sql.SQL("ALTER TABLE claimsched.job_runs DETACH PARTITION {}").format(part)
+        )
+        conn.execute(
+            psycopg.sql.SQL(
+                "INSERT INTO claimsched.job_runs OVERRIDING SYSTEM VALUE SELECT * FROM {}"
+            ).format(part)
+        )
+        conn.execute(psycopg.sql.SQL("DROP TABLE {}").format(part))
+    return True

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 import psycopg
 
 from claimsched.db import Store
+from claimsched.processes import spawn_agent
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -106,14 +106,7 @@ class Replicas:
             else:
                 env["FAKETIME"] = str(skew)
         log = self.folder / f"{log_name or name}.log"
-        with open(log, "wb") as sink:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "claimsched.cli", "agent", "tests.chaos.app:agent"],
-                env=env,
-                cwd=REPO,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-            )
+        process = spawn_agent("tests.chaos.app:agent", env, log, cwd=REPO)
         replica = Replica(name, process, log)
         self.running[log_name or name] = replica
         return replica

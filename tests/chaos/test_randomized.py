@@ -29,6 +29,7 @@ from .chaos import (
     REPLICA_FAULTS,
     ChaosConfig,
     Checker,
+    lapse_partition,
     plan,
     run_seed,
     summary,
@@ -223,24 +224,6 @@ def test_every_check_catches_a_planted_violation(spoil: Any, expected: str) -> N
 # -- what the storm found, reduced to its smallest reproduction ------------------------------------
 
 
-def _lapse(dsn: str) -> None:
-    """Maintenance lapsed: this month's partition is gone and its rows live in the default
-    partition (as after months without `claimsched maintain`), done atomically."""
-    with psycopg.connect(dsn) as conn:
-        conn.execute("LOCK TABLE claimsched.job_runs IN ACCESS EXCLUSIVE MODE")
-        month = conn.execute("SELECT date_trunc('month', now())").fetchone()[0]  # type: ignore[index]
-        part = psycopg.sql.Identifier("claimsched", f"job_runs_p{month:%Y%m}")
-        conn.execute(
-            psycopg.sql.SQL("ALTER TABLE claimsched.job_runs DETACH PARTITION {}").format(part)
-        )
-        conn.execute(
-            psycopg.sql.SQL(
-                "INSERT INTO claimsched.job_runs OVERRIDING SYSTEM VALUE SELECT * FROM {}"
-            ).format(part)
-        )
-        conn.execute(psycopg.sql.SQL("DROP TABLE {}").format(part))
-
-
 def _waiting_on_locks(dsn: str) -> int:
     with psycopg.connect(dsn, autocommit=True) as conn:
         return conn.execute(  # type: ignore[no-any-return]
@@ -252,7 +235,7 @@ def test_maintenance_moving_rows_keeps_a_completion_that_commits_meanwhile(dsn: 
     """Found by the soak: maintenance moved rows out of the default partition while agents
     updated them (a completion undone, a claim deleted). Fixed: the move locks the partition."""
     store = Store(dsn)
-    _lapse(dsn)
+    assert lapse_partition(dsn)
     store.upsert_schedule(job_spec(job_name="j", schedule="@daily", source="cli"))
     store.request_runs("j", [store.db_now()], "manual")
     (lease,) = store.reclaim("a", ["j"], 1)  # running, attempt 1, in the default partition

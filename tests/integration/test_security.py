@@ -25,6 +25,7 @@ from psycopg import sql as pgsql
 from claimsched import Agent, Run
 from claimsched.db import Store
 from claimsched.embedded import TemporaryPostgres
+from claimsched.processes import spawn_agent
 
 from .support import runs, wait_for
 
@@ -649,14 +650,7 @@ def test_an_agent_process_at_debug_level_never_logs_the_password(
         }
     )
     log = tmp_path / "agent.log"
-    with open(log, "wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "claimsched.cli", "agent", "tests.chaos.app:agent"],
-            env=env,
-            cwd=REPO,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
+    process = spawn_agent("tests.chaos.app:agent", env, log, cwd=REPO)
     try:
         wait_for(lambda: "run done" in log.read_text(), timeout=30, what="a run")
         pg.restart("fast")
