@@ -63,7 +63,7 @@ def test_sync_and_async_handlers_run_on_their_code_declared_schedules(
 
 
 def test_a_handler_without_a_schedule_warns_once_and_runs_when_one_arrives(
-    dsn: str, agents: list[Agent], caplog: pytest.LogCaptureFixture
+    dsn: str, store: Store, agents: list[Agent], caplog: pytest.LogCaptureFixture
 ) -> None:
     agent = make(agents, dsn, schedule_refresh_seconds=3600)
     ran = threading.Event()
@@ -71,7 +71,7 @@ def test_a_handler_without_a_schedule_warns_once_and_runs_when_one_arrives(
     with caplog.at_level(logging.WARNING, logger="claimsched"):
         agent.start()
         wait_for(lambda: "no schedule yet" in caplog.text, what="the warning")
-        Store(dsn).upsert_schedule(job_spec(job_name="later", schedule="@every 1s", source="cli"))
+        store.upsert_schedule(job_spec(job_name="later", schedule="@every 1s", source="cli"))
         assert ran.wait(5), "the schedule arrived through NOTIFY and the job ran"
     assert caplog.text.count("no schedule yet") == 1
 
@@ -158,7 +158,7 @@ def test_replace_fences_out_the_running_occurrence(dsn: str, agents: list[Agent]
 
 
 def test_failures_are_retried_with_backoff_until_attempts_run_out(
-    dsn: str, agents: list[Agent]
+    dsn: str, store: Store, agents: list[Agent]
 ) -> None:
     agent = make(agents, dsn)
     attempts: list[int] = []
@@ -169,7 +169,7 @@ def test_failures_are_retried_with_backoff_until_attempts_run_out(
         raise ValueError("the upstream service is down")
 
     agent.start()
-    Store(dsn).request_runs("flaky", [Store(dsn).db_now()], "manual")
+    store.request_runs("flaky", [store.db_now()], "manual")
     wait_for(
         lambda: (
             len(attempts) == 3
@@ -178,13 +178,13 @@ def test_failures_are_retried_with_backoff_until_attempts_run_out(
         ),
         what="three attempts",
     )
-    time.sleep(0.5)  # a fourth attempt would have started by now
+    # failed with no retry_at: nothing can claim a fourth attempt (reclaim needs retry_at)
     assert attempts == [1, 2, 3]
     assert "ValueError: the upstream service is down" in runs(dsn)[0]["error"]
 
 
 def test_a_run_past_max_runtime_is_failed_and_told_it_lost_its_lease(
-    dsn: str, agents: list[Agent]
+    dsn: str, store: Store, agents: list[Agent]
 ) -> None:
     agent = make(agents, dsn)
     told = threading.Event()
@@ -192,14 +192,14 @@ def test_a_run_past_max_runtime_is_failed_and_told_it_lost_its_lease(
         lambda run: told.set() if run.lost.wait(10) else None
     )
     agent.start()
-    Store(dsn).request_runs("hang", [Store(dsn).db_now()], "manual")
+    store.request_runs("hang", [store.db_now()], "manual")
     assert told.wait(10)
     (row,) = runs(dsn, "hang")
     assert row["status"] == "failed" and "max_runtime of 1 s exceeded" in row["error"]
 
 
 def test_trigger_and_backfill_requests_run_exactly_once_across_agents(
-    dsn: str, agents: list[Agent]
+    dsn: str, store: Store, agents: list[Agent]
 ) -> None:
     ran: list[tuple[str, str]] = []
     lock = threading.Lock()
@@ -212,12 +212,13 @@ def test_trigger_and_backfill_requests_run_exactly_once_across_agents(
                 ran.append((run.kind, run.fire_time.isoformat()))
 
         agent.start()
-    store = Store(dsn)
     times = [store.db_now() - _s(3600 * h) for h in (1, 2, 3)]
     store.request_runs("report", times, "backfill")
     store.request_runs("report", [store.db_now()], "manual")
-    wait_for(lambda: len(ran) >= 4, what="four runs")
-    time.sleep(0.5)
+    wait_for(
+        lambda: [r["status"] for r in runs(dsn, "report")] == ["done"] * 4,
+        what="four runs recorded done (nothing pending is left to run again)",
+    )
     assert len(ran) == len(set(ran)) == 4
     assert Counter(kind for kind, _ in ran) == {"backfill": 3, "manual": 1}
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,9 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: tests.helpers
-from tests.helpers.kube_emulator import Exchange, Served, serve_emulator
+from tests.helpers.kube_emulator import Exchange, Served
+
+from claimsched.embedded import free_port
 
 T = TypeVar("T")
 GROUP, VERSION, PLURAL, NS = "claimsched.io", "v1alpha1", "claimschedules", "default"
@@ -65,18 +66,6 @@ def wait_for(probe: Callable[[], T | None], what: str, log: Path | None = None,
             tail = f"\nkopf's log:\n{log.read_text()[-4000:]}" if log else ""
             pytest.fail(f"timed out after {timeout}s waiting for {what}{tail}")
         time.sleep(0.05)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    with serve_emulator(tmp_path) as served:
-        yield served
 
 
 @pytest.fixture
