@@ -141,7 +141,10 @@ class Agent:
         if not self._handlers:
             raise ConfigurationError("the agent has no jobs: register handlers with @agent.job")
         self.store.open(timeout=10.0)
+        self._listener = self.store.listener()
         try:
+            # LISTEN before the first schedule read: no change can slip in between.
+            self._listener.listen()
             if self.settings.migrate:
                 found = self.store.schema_version()
                 if found is None or found < SCHEMA_VERSION:
@@ -151,12 +154,12 @@ class Agent:
                 self.store.upsert_schedule(spec)
             self.housekeeper.once()
         except BaseException:
+            self._listener.dispose()
             self.store.close()
             raise
         self._started = True
         if self.settings.metrics_port is not None:
             metrics.serve(self.settings.metrics_port)
-        self._listener = self.store.listener()
         self.supervisor.spawn("claimsched-claims", self._claim_loop)
         self.supervisor.spawn("claimsched-heartbeat", lambda: self.heartbeat.loop(self._stopping))
         self.supervisor.spawn(

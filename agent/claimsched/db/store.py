@@ -326,7 +326,8 @@ class Listener:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
 
-    def _connect(self) -> psycopg.Connection[Any]:
+    def listen(self) -> psycopg.Connection[Any]:
+        """Connect and LISTEN (again after a failure); idempotent."""
         if self._conn is None or self._conn.closed:
             conn = self._store.direct()
             with translated():
@@ -341,7 +342,7 @@ class Listener:
 
     def wait(self, timeout: float) -> set[str]:
         """Block up to `timeout` seconds; the channels that fired for our schema."""
-        conn = self._connect()
+        conn = self.listen()
         fired: set[str] = set()
         try:
             wake = self._wake_r.fileno()
