@@ -38,6 +38,7 @@ RETRY_WAIT = 0.5  # seconds before retrying an occurrence that was deferred (For
 NOT_DUE_WAIT = 0.01  # seconds before asking again when the database said "not due yet"
 LISTEN_WAIT = 60.0  # seconds the listener blocks at most (stop and NOTIFY wake it earlier)
 FULL_WAIT = 5.0  # seconds to sleep with every slot busy; a finishing run wakes the loop earlier
+STOP_MARGIN = 5.0  # seconds past the grace that stop() may spend handing back and signing off
 
 
 class Agent:
@@ -177,25 +178,32 @@ class Agent:
         )
 
     def stop(self, grace: float | None = None) -> None:
-        """Stop claiming; let running handlers finish within the grace; hand back the rest."""
+        """Stop claiming; let running handlers finish within the grace; hand back the rest.
+
+        Bounded even while the database is away: it returns within the grace plus STOP_MARGIN.
+        """
         if not self._started:
             return
         self._started = False
         grace = self.settings.shutdown_grace_seconds if grace is None else grace
+        grace_end = time.monotonic() + grace
+        end = grace_end + STOP_MARGIN
         self._stopping.set()
         self._wake.set()
         self.heartbeat.kick()
         if self._listener is not None:
             self._listener.interrupt()
-        self.supervisor.join_one("claimsched-claims")
-        deadline = time.monotonic() + grace
-        while self.workers.slots() and time.monotonic() < deadline:
+        self.store.give_up_at(end)
+        # A claim pass may be waiting for the database; once it gets a connection it sees
+        # _stopping and claims nothing, so there is no need to wait for it here.
+        self.supervisor.join_one("claimsched-claims", max(0.0, grace_end - time.monotonic()))
+        while self.workers.slots() and time.monotonic() < grace_end:
             time.sleep(0.05)
         unfinished = self.workers.slots()
         if unfinished:
             self._hand_back([slot.run.lease.id for slot in unfinished])
         self.workers.close()
-        self.supervisor.join()
+        self.supervisor.join(until=end)
         with contextlib.suppress(ClaimschedError):
             self.store.agent_stopped(self.agent_id)
         self.store.close()
@@ -296,7 +304,9 @@ class Agent:
             self._next_retry, self._reclaim = None, True
         if self._reclaim and self.workers.free():
             self._reclaim = False
-            for lease in self.store.reclaim(self.agent_id, self.handlers, self.workers.free()):
+            for lease in self.store.reclaim(
+                self.agent_id, self.handlers, self.workers.free(), self._claiming
+            ):
                 metrics.RECLAIMS.labels(lease.job_name).inc()
                 self._start(lease, "reclaimed")
         capacity = self.workers.free()
@@ -308,7 +318,10 @@ class Agent:
         if not candidates:
             return self._sleep_seconds()
         sent = time.time()
-        db_now, results = self.store.claim(self.agent_id, candidates, capacity)
+        claimed = self.store.claim(self.agent_id, candidates, capacity, self._claiming)
+        if claimed is None:
+            return 0.0  # stopping: the loop ends
+        db_now, results = claimed
         self.clock.observe(db_now, sent, time.time())
         for result in results:
             metrics.CLAIMS.labels(result.job_name, result.outcome).inc()
@@ -323,6 +336,9 @@ class Agent:
         if "deferred" in blocked:
             return RETRY_WAIT
         return self._sleep_seconds()
+
+    def _claiming(self) -> bool:
+        return not self._stopping.is_set()
 
     def _sleep_seconds(self) -> float:
         delay = self.settings.schedule_refresh_seconds

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from .errors import DatabaseConflict
@@ -41,11 +42,12 @@ class Supervisor:
             if thread.name == name and thread is not threading.current_thread():
                 thread.join(timeout)
 
-    def join(self, timeout: float = 10.0) -> None:
+    def join(self, until: float) -> None:
+        """Wait for every thread until `until` (time.monotonic()) at the latest."""
         current = threading.current_thread()
         for thread in self.threads:
             if thread is not current:
-                thread.join(timeout)
+                thread.join(max(0.0, until - time.monotonic()))
 
 
 CONFLICT_RETRY = 0.02  # seconds before retrying a statement that lost a deadlock

@@ -247,3 +247,38 @@ def test_sigterm_hands_a_long_run_to_another_replica_at_once(dsn: str, tmp_path:
         assert group.running[owner].process.wait(15) == 0
         wait_for(lambda: _done(group, "long") == 1, timeout=20, what="the handed-off run")
         assert group.query("SELECT agent, attempt FROM public.ledger") == [(other, 2)]
+
+
+def test_sigterm_while_the_database_is_away_exits_within_the_grace(tmp_path: Path) -> None:
+    """The grace bounds a shutdown even with Postgres down: no wait for a connection outlives
+    it by more than STOP_MARGIN, and the unfinished run is left to its lease."""
+    import time
+
+    from claimsched.agent import STOP_MARGIN
+
+    grace = 1.0
+    jobs = [
+        {"name": "tick", "schedule": "@every 1s", "after": "x", "sleep": 30,
+         "concurrency_policy": "Allow", "lease_seconds": 60, "heartbeat_seconds": 10},
+    ]
+    with TemporaryPostgres() as pg:
+        s = store(pg.dsn)
+        s.migrate()
+        s.close()
+        with replicas(
+            pg.dsn, tmp_path, jobs, CLAIMSCHED_SHUTDOWN_GRACE_SECONDS=str(grace)
+        ) as group:
+            replica = group.start("r0")
+            wait_for(lambda: group.owner_of_running("tick") == "r0", what="a running run")
+            pg.stop("fast")
+            signalled = time.monotonic()
+            replica.signal(signal.SIGTERM)
+            code = replica.process.wait(60)
+            took = time.monotonic() - signalled
+            assert code == 0, group.dump()
+            assert took <= grace + STOP_MARGIN + 3, f"shutdown took {took:.1f} s\n{group.dump()}"
+            assert "could not hand runs back" in replica.output()
+            pg.start()
+            assert group.query(
+                "SELECT count(*) FROM claimsched.job_runs WHERE status = 'running'"
+            ) != [(0,)], "the unfinished run stays running until its lease expires"

@@ -117,3 +117,22 @@ def test_of_a_forbid_jobs_free_occurrences_only_the_oldest_runs(store: Store) ->
         "a", [Candidate("job", t, latest=t == times[-1]) for t in times], 10
     )
     assert [r.outcome for r in results] == ["claimed", "deferred", "deferred"]
+
+
+def test_a_stopping_agent_claims_and_reclaims_nothing_once_the_database_answers(
+    store: Store,
+) -> None:
+    """`proceed` is asked with a connection in hand: an agent that began to stop while it
+    waited for the database (say, during an outage) sends no claim when it comes back."""
+    _schedule(store, concurrency_policy="Allow")
+    asked: list[bool] = []
+
+    def stopping() -> bool:
+        asked.append(True)
+        return False
+
+    assert store.claim("a", [Candidate("job", past(3))], 4, stopping) is None
+    store.request_runs("job", [past(2)], "manual")
+    assert store.reclaim("a", ["job"], 4, stopping) == []
+    assert len(asked) == 2
+    assert [r["status"] for r in runs(store.dsn, "job")] == ["pending"]

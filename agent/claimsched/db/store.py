@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import select
 import socket
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import Any
@@ -62,6 +63,7 @@ class Store:
         self._own_pool = pool is None
         self.pool = pool or make_pool(self.dsn, schema, max_size, name)
         self._opened = not self._own_pool
+        self._give_up_at: float | None = None
 
     def __repr__(self) -> str:
         return f"Store({redact_dsn(self.dsn)!r}, schema={self.schema!r})"
@@ -81,11 +83,22 @@ class Store:
 
     def close(self) -> None:
         if self._own_pool:
-            self.pool.close()
+            self.pool.close(timeout=self._remaining(5.0))
+
+    def give_up_at(self, deadline: float) -> None:
+        """From now on no wait for a connection lasts past `deadline` (time.monotonic()):
+        a stopping agent must not hang on a database that is away."""
+        self._give_up_at = deadline
+
+    def _remaining(self, timeout: float) -> float:
+        if self._give_up_at is None:
+            return timeout
+        return max(0.1, min(timeout, self._give_up_at - time.monotonic()))
 
     @contextmanager
     def connection(self, timeout: float = 10.0) -> Iterator[psycopg.Connection[Any]]:
         """A pooled autocommit connection with the search_path set; errors translated."""
+        timeout = self._remaining(timeout)
         if not self._opened:
             self.open(timeout)
         with translated(), self.pool.connection(timeout=timeout) as conn:
@@ -136,9 +149,16 @@ class Store:
     # -- claims and leases -------------------------------------------------------------------
 
     def claim(
-        self, agent_id: str, candidates: Sequence[Candidate], capacity: int
-    ) -> tuple[datetime, list[ClaimResult]]:
-        """One statement: claim what is due and fits; returns the database clock and outcomes."""
+        self,
+        agent_id: str,
+        candidates: Sequence[Candidate],
+        capacity: int,
+        proceed: Callable[[], bool] = lambda: True,
+    ) -> tuple[datetime, list[ClaimResult]] | None:
+        """One statement: claim what is due and fits; returns the database clock and outcomes.
+
+        None when `proceed()` said no once a connection was at hand (the agent began to stop
+        while it waited for the database): nothing was claimed."""
         params = {
             "agent_id": agent_id,
             "capacity": capacity,
@@ -149,6 +169,8 @@ class Store:
             "latest": [c.latest for c in candidates],
         }
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            if not proceed():
+                return None
             rows = cur.execute(query("claim"), params).fetchall()
         results = [
             ClaimResult(
@@ -162,10 +184,19 @@ class Store:
         ]
         return rows[0]["db_now"], results
 
-    def reclaim(self, agent_id: str, jobs: Sequence[str], capacity: int) -> list[Lease]:
-        """Take over pending requests, orphans and due retries of these jobs (attempt + 1)."""
+    def reclaim(
+        self,
+        agent_id: str,
+        jobs: Sequence[str],
+        capacity: int,
+        proceed: Callable[[], bool] = lambda: True,
+    ) -> list[Lease]:
+        """Take over pending requests, orphans and due retries of these jobs (attempt + 1);
+        nothing when `proceed()` says no once a connection is at hand."""
         params = {"agent_id": agent_id, "jobs": list(jobs), "capacity": capacity}
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            if not proceed():
+                return []
             return [_lease(row) for row in cur.execute(query("reclaim"), params)]
 
     def heartbeat(self, agent_id: str, leases: Sequence[Lease]) -> set[int]:
