@@ -97,6 +97,15 @@ class _Cron:
     weekdays: frozenset[int]  # 0 = Sunday
     either_day: bool  # both day fields restricted: a day matches if either matches
     fixed_time: bool  # hour field neither '*' nor a step: once per local time on DST days
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Hashed once: every day's fires are looked up in a cache keyed by the rule.
+        object.__setattr__(self, "_hash", hash((self.minutes, self.hours, self.days, self.months,
+                                                self.weekdays, self.either_day, self.fixed_time)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def matches(self, day: date) -> bool:
         if day.month not in self.months:
@@ -146,13 +155,35 @@ class Schedule:
             found = self._cron_between(low, high, limit)
         return [fire for fire in map(_instant, found) if fire is not None]
 
+    def count_between(self, start: datetime, end: datetime) -> int:
+        """How many fire times ``(start, end]`` holds: ``len(between(start, end))``, without
+        building them."""
+        low, high = _seconds(start), _seconds(end)
+        if high <= low:
+            return 0
+        if isinstance(self._rule, _Every):
+            return high // self._rule.seconds - low // self._rule.seconds
+        return len(self._cron_between(low, high, None))
+
     def upcoming(self, t: datetime, count: int) -> list[datetime]:
         """The next ``count`` fire times after ``t`` (fewer if the schedule ends)."""
+        at = _seconds(t)
+        if count <= 0:
+            return []
+        if isinstance(self._rule, _Every):
+            step = self._rule.seconds
+            found = [(at // step + k) * step for k in range(1, count + 1)]
+        else:
+            found = self._cron_upcoming(at, count)
         fires: list[datetime] = []
-        at: int | None = _seconds(t)
-        while len(fires) < count and at is not None:
-            at = self._next(at)
-            fire = _instant(at)
+        for fire in map(_instant, found):
+            if fire is None:
+                return fires
+            fires.append(fire)
+        nxt: int | None = found[-1] if found else at
+        while len(fires) < count and nxt is not None:  # sparse: beyond one scan's horizon
+            nxt = self._next(nxt)
+            fire = _instant(nxt)
             if fire is None:
                 break
             fires.append(fire)
@@ -190,6 +221,20 @@ class Schedule:
                 stop = min(stop, ordinal + 1)
             ordinal += 1
         return best
+
+    def _cron_upcoming(self, at: int, count: int) -> list[int]:
+        """Up to ``count`` first fires after ``at`` within one horizon, in one scan of days: as
+        in `_next`, start a day early and look one day past the day that completes them."""
+        found: set[int] = set()
+        ordinal = max(self._local_ordinal(at) - 1, _FIRST_ORDINAL)
+        stop = min(ordinal + _HORIZON_DAYS, _LAST_ORDINAL)
+        while ordinal <= stop:
+            fires = self._fires(ordinal)
+            found.update(fires[bisect_right(fires, at):])
+            if len(found) >= count:
+                stop = min(stop, ordinal + 1)
+            ordinal += 1
+        return sorted(found)[:count]
 
     def _latest(self, at: int) -> int | None:
         if isinstance(self._rule, _Every):
@@ -319,7 +364,9 @@ def _duration_seconds(text: str) -> int:
     return seconds
 
 
+@lru_cache(maxsize=1024)
 def _parse_rule(expression: str) -> _Cron | _Every:
+    """Cached: schedules with the same expression share one rule, and its cached day fires."""
     words = expression.split()
     if not words:
         raise _invalid(expression, "the expression is empty", "expression")

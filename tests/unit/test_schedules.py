@@ -321,6 +321,8 @@ def test_between_handles_a_day_of_every_second_and_a_week_of_every_minute() -> N
 def test_leap_day_schedule_reaches_the_next_leap_year_even_across_2100() -> None:
     schedule = parse_schedule("0 0 29 2 *")
     assert schedule.upcoming(utc(2024, 3, 1), 2) == [utc(2028, 2, 29), utc(2032, 2, 29)]
+    assert schedule.upcoming(utc(2090, 3, 1), 4) == [  # beyond one scan's horizon
+        utc(2092, 2, 29), utc(2096, 2, 29), utc(2104, 2, 29), utc(2108, 2, 29)]
     assert schedule.next_after(utc(2096, 3, 1)) == utc(2104, 2, 29)
     assert schedule.latest_at_or_before(utc(2104, 2, 28)) == utc(2096, 2, 29)
 

@@ -150,6 +150,22 @@ def test_between_equals_stepping_with_next_after(
         end = stepped[-1]
     assert schedule.between(start, end) == stepped
     assert schedule.between(start, end, limit=limit) == stepped[-limit:]
+    assert schedule.count_between(start, end) == len(stepped)
+    assert schedule.count_between(end, start) == 0
+
+
+@quick
+@given(cases(), st.integers(0, 40))
+def test_upcoming_equals_stepping_with_next_after(
+    case: tuple[Schedule, datetime], count: int
+) -> None:
+    schedule, t = case
+    stepped: list[datetime] = []
+    fire = schedule.next_after(t)
+    while fire is not None and len(stepped) < count:
+        stepped.append(fire)
+        fire = schedule.next_after(fire)
+    assert schedule.upcoming(t, count) == stepped
 
 
 @quick
