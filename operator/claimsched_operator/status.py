@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -31,38 +31,114 @@ class Observation:
 
 
 class OccurrenceCounter:
-    """Counts a schedule's occurrences in sliding windows ``(start, end]`` incrementally, so a
-    90-day window of a minutely cron costs its full enumeration once, then only the edges."""
+    """What each job's schedule gave at the last refresh, so that a refresh pays only for what
+    moved: occurrences in sliding windows ``(start, end]`` (a 90-day window of a minutely cron
+    costs its enumeration once, then only the edges, and nothing while no edge passed a fire
+    time), the latest fire time at or before a window's end, and the next fire times (the same
+    until ``now`` reaches the first). A job's entries go when its schedule changes."""
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[str, str, str], tuple[datetime, datetime, int]] = {}
+        self._jobs: dict[str, _Job] = {}
 
-    def count(self, key: str, schedule: Schedule, start: datetime, end: datetime) -> int:
+    def count(self, job: str, window: str, schedule: Schedule, start: datetime,
+              end: datetime) -> int:
+        """Occurrences in ``(start, end]``; `window` names one of the job's sliding windows."""
         if end <= start:
             return 0
-        slot = (key, schedule.expression, schedule.time_zone)
-        cached = self._cache.get(slot)
-        if cached and cached[0] <= start <= cached[1] and end >= cached[1]:
-            old_start, old_end, total = cached
-            total += _span(schedule, old_end, end) - _span(schedule, old_start, start)
+        cached = self._job(job, schedule)
+        windows = cached.windows
+        old = windows.get(window)
+        if old is not None and old.start <= start <= old.end <= end:
+            gained, after_end = cached.advance(old.end, old.after_end, end)
+            lost, after_start = cached.advance(old.start, old.after_start, start)
+            latest = old.latest if not gained else _UNKNOWN
+            new = _Window(start, end, old.total + gained - lost, after_start, after_end, latest)
         else:
-            total = _span(schedule, start, end)
-        self._cache[slot] = (start, end, total)
-        return total
+            new = _Window(start, end, schedule.count_between(start, end),
+                          cached.next_after(start), cached.next_after(end), _UNKNOWN)
+        windows[window] = new
+        return new.total
 
-    def forget(self, key: str) -> None:
-        for slot in [s for s in self._cache if s[0] == key]:
-            del self._cache[slot]
+    def latest(self, job: str, window: str, schedule: Schedule) -> datetime | None:
+        """The latest fire time at or before the end of the window `count` saw last."""
+        counted = self._job(job, schedule).windows[window]
+        if counted.latest is _UNKNOWN:
+            counted.latest = schedule.latest_at_or_before(counted.end)
+        assert not isinstance(counted.latest, _Unknown)
+        return counted.latest
+
+    def upcoming(self, job: str, schedule: Schedule, now: datetime) -> list[str]:
+        """The next `NEXT_FIRE_TIMES` fire times after ``now``, in RFC 3339."""
+        cached = self._job(job, schedule)
+        old = cached.upcoming
+        if old is not None and old.at <= now:
+            kept = [i for i, fire in enumerate(old.fires) if fire > now]
+            if len(kept) == len(old.fires):
+                return old.texts  # nothing passed: the same fire times
+            if kept and len(old.fires) == NEXT_FIRE_TIMES:
+                more = schedule.upcoming(old.fires[-1], NEXT_FIRE_TIMES - len(kept))
+                fires = [old.fires[i] for i in kept] + more
+                texts = [old.texts[i] for i in kept] + [rfc3339(t) for t in more]
+                cached.upcoming = _Upcoming(now, fires, texts)
+                return texts
+        fires = schedule.upcoming(now, NEXT_FIRE_TIMES)
+        cached.upcoming = _Upcoming(now, fires, [rfc3339(t) for t in fires])
+        return cached.upcoming.texts
+
+    def forget(self, job: str) -> None:
+        self._jobs.pop(job, None)
+
+    def _job(self, job: str, schedule: Schedule) -> _Job:
+        cached = self._jobs.get(job)
+        if cached is None or (cached.schedule is not schedule and cached.schedule != schedule):
+            cached = self._jobs[job] = _Job(schedule)
+        return cached
 
 
-def _span(schedule: Schedule, start: datetime, end: datetime) -> int:
-    """Occurrences in ``(start, end]``: arithmetic for @every, enumeration for cron."""
-    if end <= start:
-        return 0
-    if schedule.expression.startswith("@every"):
-        step = int(schedule.period_hint.total_seconds())
-        return int(end.timestamp() // step) - int(start.timestamp() // step)
-    return len(schedule.between(start, end))
+class _Unknown:
+    """Not computed yet."""
+
+
+_UNKNOWN = _Unknown()
+
+
+@dataclass
+class _Window:
+    start: datetime
+    end: datetime
+    total: int
+    after_start: datetime | None  # the first fire time after start (None: none ever)
+    after_end: datetime | None
+    latest: datetime | _Unknown | None  # the latest fire time at or before end
+
+
+@dataclass(frozen=True)
+class _Upcoming:
+    at: datetime
+    fires: list[datetime]
+    texts: list[str]
+
+
+@dataclass
+class _Job:
+    schedule: Schedule
+    windows: dict[str, _Window] = field(default_factory=dict)
+    upcoming: _Upcoming | None = None
+    _after: tuple[datetime, datetime | None] | None = None  # the last next_after asked
+
+    def next_after(self, t: datetime) -> datetime | None:
+        """`Schedule.next_after`, remembering the last answer: the windows share their end."""
+        if self._after is None or self._after[0] != t:
+            self._after = (t, self.schedule.next_after(t))
+        return self._after[1]
+
+    def advance(self, old: datetime, after: datetime | None,
+                new: datetime) -> tuple[int, datetime | None]:
+        """Occurrences in ``(old, new]`` and the first fire time after ``new``, given ``after``,
+        the first fire time after ``old``: free while ``new`` has not reached it."""
+        if after is None or new < after:
+            return 0, after
+        return self.schedule.count_between(old, new), self.next_after(new)
 
 
 def fetch(store: Store, jobs: list[str], retention_days: int) -> list[dict[str, Any]]:
@@ -83,22 +159,23 @@ def observe(
     """The status of one job from its row of the aggregate query."""
     now: datetime = row["db_now"]
     job: str = row["job_name"]
-    upcoming = schedule.upcoming(now, NEXT_FIRE_TIMES) if row["enabled"] else []
+    upcoming = counter.upcoming(job, schedule, now) if row["enabled"] else []
     end: datetime = row["settled_end"]
-    expected_day = counter.count(f"{job}/day", schedule, row["day_start"], end)
-    expected_all = counter.count(f"{job}/all", schedule, row["history_start"], end)
+    expected_day = counter.count(job, "day", schedule, row["day_start"], end)
+    expected_all = counter.count(job, "all", schedule, row["history_start"], end)
     missed_day = max(0, expected_day - row["seen_day"])
     missed_all = max(0, expected_all - row["seen_history"], missed_day)
     last_missed = previous_missed_time if missed_all else None
     if missed_all:
-        latest = schedule.latest_at_or_before(end)
+        latest = counter.latest(job, "all", schedule)
         if latest is not None and latest > row["history_start"] and (
             row["latest_seen"] is None or latest > row["latest_seen"]
         ):
             last_missed = rfc3339(latest)  # the newest settled occurrence has no run
+    # Every value is built and typed here: model_construct skips re-validating 10,000 of them.
     last_run = None
     if row["last_fire_time"] is not None:
-        last_run = LastRun(
+        last_run = LastRun.model_construct(
             fire_time=rfc3339(row["last_fire_time"]),
             status=row["last_status"],
             attempt=max(1, int(row["last_attempt"])),
@@ -107,18 +184,20 @@ def observe(
             finished_at=_time(row["last_finished_at"]),
             error=(row["last_error"] or None) and row["last_error"][:4096],
         )
-    status = ObservedStatus(
-        next_fire_time=rfc3339(upcoming[0]) if upcoming else None,
-        next_fire_times=[rfc3339(t) for t in upcoming],
+    status = ObservedStatus.model_construct(
+        next_fire_time=upcoming[0] if upcoming else None,
+        next_fire_times=upcoming,
         last_fire_time=last_run.fire_time if last_run else None,
         last_successful_time=_time(row["last_successful_time"]),
         last_run=last_run,
         active_runs=int(row["active_runs"]),
-        orphaned_runs=OrphanedRuns(
+        orphaned_runs=OrphanedRuns.model_construct(
             current=int(row["orphaned_current"]), last24h=int(row["orphaned_day"])
         ),
-        failed_runs=FailedRuns(last24h=int(row["failed_day"])),
-        missed_runs=MissedRuns(last24h=missed_day, total=missed_all, last_missed_time=last_missed),
+        failed_runs=FailedRuns.model_construct(last24h=int(row["failed_day"])),
+        missed_runs=MissedRuns.model_construct(
+            last24h=missed_day, total=missed_all, last_missed_time=last_missed
+        ),
         live_agents=int(row["live_agents"]),
     )
     return Observation(job, status, int(row["exhausted_day"]), bool(row["enabled"]))
