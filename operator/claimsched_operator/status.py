@@ -172,10 +172,9 @@ def observe(
             row["latest_seen"] is None or latest > row["latest_seen"]
         ):
             last_missed = rfc3339(latest)  # the newest settled occurrence has no run
-    # Every value is built and typed here: model_construct skips re-validating 10,000 of them.
     last_run = None
     if row["last_fire_time"] is not None:
-        last_run = LastRun.model_construct(
+        last_run = LastRun(
             fire_time=rfc3339(row["last_fire_time"]),
             status=row["last_status"],
             attempt=max(1, int(row["last_attempt"])),
@@ -184,18 +183,18 @@ def observe(
             finished_at=_time(row["last_finished_at"]),
             error=(row["last_error"] or None) and row["last_error"][:4096],
         )
-    status = ObservedStatus.model_construct(
+    status = ObservedStatus(
         next_fire_time=upcoming[0] if upcoming else None,
         next_fire_times=upcoming,
         last_fire_time=last_run.fire_time if last_run else None,
         last_successful_time=_time(row["last_successful_time"]),
         last_run=last_run,
         active_runs=int(row["active_runs"]),
-        orphaned_runs=OrphanedRuns.model_construct(
+        orphaned_runs=OrphanedRuns(
             current=int(row["orphaned_current"]), last24h=int(row["orphaned_day"])
         ),
-        failed_runs=FailedRuns.model_construct(last24h=int(row["failed_day"])),
-        missed_runs=MissedRuns.model_construct(
+        failed_runs=FailedRuns(last24h=int(row["failed_day"])),
+        missed_runs=MissedRuns(
             last24h=missed_day, total=missed_all, last_missed_time=last_missed
         ),
         live_agents=int(row["live_agents"]),
