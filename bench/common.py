@@ -70,7 +70,7 @@ def per_fire(kinds: dict[str, dict[str, float]], fires: int) -> dict[str, dict[s
 def _default_slots() -> int:
     from claimsched.settings import AgentSettings
 
-    return int(AgentSettings.model_fields["max_concurrency"].default)
+    return int(AgentSettings.fields["max_concurrency"].default)
 
 
 DEFAULT_SLOTS = _default_slots()  # the agent's default worker slots, as the replicas run them

@@ -62,7 +62,7 @@ class Agent:
             changes["max_concurrency"] = max_concurrency
         if agent_id is not None:
             changes["agent_id"] = agent_id
-        self.settings = AgentSettings.model_validate({**base.model_dump(), **changes})
+        self.settings = AgentSettings(**{**base.as_dict(), **changes})
         if pool is None and self.settings.dsn is None:
             raise ConfigurationError("no database: pass dsn= or pool=, or set CLAIMSCHED_DSN")
         self.agent_id = self.settings.agent_id or (

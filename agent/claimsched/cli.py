@@ -306,7 +306,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    env = AgentSettings.model_fields
+    env = AgentSettings.fields
     top = argparse.ArgumentParser(
         prog="claimsched",
         description="Scheduled jobs that run exactly once across N replicas, on Postgres.",

@@ -1,31 +1,155 @@
-"""Prometheus metrics of the agent (served only when a metrics port is configured)."""
+"""Prometheus metrics of the agent (served only when a metrics port is configured).
+
+Only serve() imports prometheus_client: an agent without a metrics port never pays its memory.
+Until then each metric is a light stand-in with the same API (`labels(...)`, `inc()`,
+`observe()`). Counters keep their totals, which serve() hands to the real prometheus_client
+metrics it creates; histograms observe nothing before serve() (runs start after it).
+"""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram, start_http_server
+import threading
+from typing import Any, Protocol
+
+_LOCK = threading.Lock()  # guards the stand-ins' totals and their hand-over to real metrics
+_ALL: list[_Metric] = []
+
+
+class Incrementable(Protocol):
+    def inc(self, amount: float = 1) -> None: ...
+
+
+class Observable(Protocol):
+    def observe(self, amount: float) -> None: ...
+
+
+class _Metric:
+    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = labelnames
+        self._real: Any = None  # the prometheus_client metric, once serve() made it
+        _ALL.append(self)
+
+    def _key(self, values: tuple[object, ...], named: dict[str, object]) -> tuple[str, ...]:
+        if named and not values and set(named) == set(self.labelnames):
+            values = tuple(named[label] for label in self.labelnames)
+        elif named or len(values) != len(self.labelnames):
+            raise ValueError(f"{self.name} takes the labels ({', '.join(self.labelnames)})")
+        return tuple(str(value) for value in values)
+
+    def _bind(self) -> None:
+        raise NotImplementedError
+
+
+class Counter(_Metric):
+    """A prometheus_client.Counter that counts in memory until serve()."""
+
+    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...] = ()) -> None:
+        super().__init__(name, documentation, labelnames)
+        self._totals: dict[tuple[str, ...], float] = {}
+
+    def labels(self, *values: object, **named: object) -> Incrementable:
+        key = self._key(values, named)
+        if self._real is None:
+            return _Count(self, key)
+        child: Incrementable = self._real.labels(*key)
+        return child
+
+    def inc(self, amount: float = 1) -> None:
+        self._add(self._key((), {}), amount)
+
+    def _add(self, key: tuple[str, ...], amount: float) -> None:
+        if amount < 0:
+            raise ValueError(f"{self.name} can only be incremented by non-negative amounts")
+        if self._real is None:
+            with _LOCK:
+                if self._real is None:
+                    self._totals[key] = self._totals.get(key, 0.0) + amount
+                    return
+        (self._real.labels(*key) if key else self._real).inc(amount)
+
+    def _bind(self) -> None:
+        from prometheus_client import Counter as Real
+
+        real = Real(self.name, self.documentation, self.labelnames)
+        for key, total in self._totals.items():
+            (real.labels(*key) if key else real).inc(total)
+        self._totals.clear()
+        self._real = real
+
+
+class _Count:
+    def __init__(self, counter: Counter, key: tuple[str, ...]) -> None:
+        self._counter = counter
+        self._key = key
+
+    def inc(self, amount: float = 1) -> None:
+        self._counter._add(self._key, amount)
+
+
+class Histogram(_Metric):
+    """A prometheus_client.Histogram; what it observes before serve() is not kept."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: tuple[str, ...] = (),
+        *,
+        buckets: tuple[float, ...],
+    ) -> None:
+        super().__init__(name, documentation, labelnames)
+        self.buckets = buckets
+
+    def labels(self, *values: object, **named: object) -> Observable:
+        key = self._key(values, named)
+        if self._real is None:
+            return _NOT_SERVED
+        child: Observable = self._real.labels(*key)
+        return child
+
+    def _bind(self) -> None:
+        from prometheus_client import Histogram as Real
+
+        self._real = Real(self.name, self.documentation, self.labelnames, buckets=self.buckets)
+
+
+class _NotServed:
+    def observe(self, amount: float) -> None:
+        pass
+
+
+_NOT_SERVED = _NotServed()
 
 CLAIMS = Counter(
     "claimsched_claims",
     "Claim outcomes of due occurrences (won, lost, skipped, ...)",
-    ["job", "outcome"],
+    ("job", "outcome"),
 )
-RUNS = Counter("claimsched_runs", "Finished runs by status", ["job", "status"])
+RUNS = Counter("claimsched_runs", "Finished runs by status", ("job", "status"))
 FIRE_TO_START = Histogram(
     "claimsched_fire_to_start_seconds",
     "Delay from an occurrence's fire time to its start",
-    ["job"],
+    ("job",),
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 LEASE_RENEWALS = Counter("claimsched_lease_renewals", "Leases renewed by heartbeats")
-LEASES_LOST = Counter("claimsched_leases_lost", "Leases found lost (fenced out)", ["job"])
-RECLAIMS = Counter("claimsched_reclaims", "Runs taken over (orphans, retries, requests)", ["job"])
+LEASES_LOST = Counter("claimsched_leases_lost", "Leases found lost (fenced out)", ("job",))
+RECLAIMS = Counter("claimsched_reclaims", "Runs taken over (orphans, retries, requests)", ("job",))
 ORPHANS_REAPED = Counter("claimsched_orphans_reaped", "Expired leases turned into orphans")
-CATCH_UP = Counter("claimsched_catch_up_runs", "Occurrences claimed late (catch-up)", ["job"])
+CATCH_UP = Counter("claimsched_catch_up_runs", "Occurrences claimed late (catch-up)", ("job",))
 COMPLETIONS_REFUSED = Counter(
-    "claimsched_completions_refused", "Completions refused because the lease was lost", ["job"]
+    "claimsched_completions_refused", "Completions refused because the lease was lost", ("job",)
 )
 
 
 def serve(port: int) -> None:
-    """Serve /metrics on this port (0 picks a free one)."""
+    """Serve /metrics on this port (0 picks a free one), turning the stand-ins into real metrics."""
+    from prometheus_client import start_http_server
+
+    with _LOCK:
+        for metric in _ALL:
+            if metric._real is None:
+                metric._bind()
     start_http_server(port)

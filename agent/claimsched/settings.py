@@ -1,65 +1,212 @@
-"""Agent settings: every field documented with its unit and default, readable from CLAIMSCHED_*."""
+"""Agent settings: every field documented with its unit and default, readable from CLAIMSCHED_*.
+
+Plain Python on purpose: an agent replica should not pay pydantic's memory for thirteen fields.
+"""
 
 from __future__ import annotations
 
+import math
+import os
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from .errors import ConfigurationError
 
 SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+ENV_PREFIX = "CLAIMSCHED_"
+TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
+FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 
 
-class AgentSettings(BaseSettings):
-    """How an agent connects and behaves. Environment: CLAIMSCHED_<FIELD> (upper case)."""
+class SecretStr:
+    """A string that repr, str and logs show as '**********'; get_secret_value() reveals it."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="CLAIMSCHED_", extra="ignore", populate_by_name=True
-    )
+    __slots__ = ("_secret",)
 
-    dsn: SecretStr | None = Field(
-        None, description="PostgreSQL connection string (libpq URI or key=value). Required."
-    )
-    schema_name: str = Field(
-        "claimsched",
-        alias="CLAIMSCHED_SCHEMA",
-        description="Postgres schema holding claimsched's tables. Default: claimsched.",
-    )
-    agent_id: str | None = Field(
-        None, description="Unique id of this agent. Default: <hostname>-<pid>-<random>."
-    )
-    max_concurrency: int = Field(
-        16, ge=1, le=1000, description="Runs this agent executes at once (slots). Default 16."
-    )
-    migrate: bool = Field(
-        True, description="Apply pending migrations at start (needs DDL rights). Default true."
-    )
-    housekeeping_seconds: float = Field(
-        30.0, gt=0, description="Presence refresh and reaper period, seconds. Default 30."
-    )
-    jitter_seconds: float = Field(
-        0.02, ge=0, description="Random delay added to each wake-up, seconds. Default 0.02."
-    )
-    shutdown_grace_seconds: float = Field(
-        20.0, ge=0, description="On SIGTERM, how long running handlers may finish. Default 20."
-    )
-    retry_backoff_seconds: float = Field(
-        2.0, gt=0, description="First retry delay after a failure; doubles, max 300 s. Default 2."
-    )
-    misfire_grace_seconds: float = Field(
-        10.0, ge=0, description="catchUpPolicy None: how late an occurrence may still start, s."
-    )
-    schedule_refresh_seconds: float = Field(
-        300.0, gt=0, description="Re-read schedules at least this often (besides NOTIFY), s."
-    )
-    metrics_port: int | None = Field(
-        None, ge=0, le=65535, description="Serve Prometheus metrics on this port. Default off."
-    )
-    log_level: str = Field("INFO", description="Log level of the claimsched loggers.")
+    def __init__(self, secret: str) -> None:
+        self._secret = secret
 
-    @field_validator("schema_name")
-    @classmethod
-    def _schema_name(cls, value: str) -> str:
-        if not SCHEMA_NAME.match(value):
-            raise ValueError(f"invalid schema name {value!r}: use lower-case letters, digits, _")
+    def get_secret_value(self) -> str:
+        return self._secret
+
+    def __repr__(self) -> str:
+        return "SecretStr('**********')"
+
+    def __str__(self) -> str:
+        return "**********"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SecretStr) and other._secret == self._secret
+
+    def __hash__(self) -> int:
+        return hash(self._secret)
+
+
+def _schema_name(value: str) -> None:
+    if not SCHEMA_NAME.fullmatch(value):
+        raise ValueError(f"invalid schema name {value!r}: use lower-case letters, digits, _")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its type, default and bounds, and the description --help and the README show."""
+
+    kind: type[bool | int | float | str | SecretStr]
+    default: Any  # None makes the setting optional
+    description: str
+    alias: str | None = None  # the environment variable, when it is not CLAIMSCHED_<NAME>
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    check: Callable[[Any], None] | None = None
+
+    def convert(self, value: Any) -> Any:
+        """The value as this setting's type (strings parsed), or ValueError saying why not."""
+        if value is None:
+            if self.default is None:
+                return None
+            raise ValueError("is required")
+        if self.kind is bool:
+            return _boolean(value)
+        if self.kind is int or self.kind is float:
+            return self._bounded(_number(self.kind, value))
+        if not isinstance(value, str | SecretStr):
+            raise ValueError(f"expected a string, got {type(value).__name__}")
+        if self.kind is SecretStr:
+            return value if isinstance(value, SecretStr) else SecretStr(value)
+        if isinstance(value, SecretStr):
+            raise ValueError("expected a string, got a secret")
+        if self.check is not None:
+            self.check(value)
         return value
+
+    def _bounded(self, number: float) -> float:
+        if self.ge is not None and number < self.ge:
+            raise ValueError(f"must be at least {self.ge:g}, got {number!r}")
+        if self.gt is not None and number <= self.gt:
+            raise ValueError(f"must be more than {self.gt:g}, got {number!r}")
+        if self.le is not None and number > self.le:
+            raise ValueError(f"must be at most {self.le:g}, got {number!r}")
+        return number
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in TRUE | FALSE:
+        return value.strip().lower() in TRUE
+    raise ValueError(f"expected true or false (yes/no, 1/0, on/off), got {value!r}")
+
+
+def _number(kind: type[Any], value: Any) -> Any:
+    """An int or a float (a bool is neither); strings, as the environment holds, are parsed."""
+    wanted = "an integer" if kind is int else "a number"
+    if isinstance(value, str):
+        try:
+            value = kind(value.strip())
+        except ValueError:
+            raise ValueError(f"expected {wanted}, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected {wanted}, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number, got {value!r}")
+    if kind is int:
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(f"expected {wanted}, got {value!r}")
+        return int(value)
+    return float(value)
+
+
+@dataclass(frozen=True, init=False)
+class AgentSettings:
+    """How an agent connects and behaves. Environment: CLAIMSCHED_<FIELD> (upper case).
+
+    Keyword arguments win over the environment, which wins over the defaults. Invalid values
+    raise ConfigurationError naming every bad field ("field: problem; field2: problem").
+    """
+
+    fields: ClassVar[dict[str, Setting]] = {
+        "dsn": Setting(
+            SecretStr, None, "PostgreSQL connection string (libpq URI or key=value). Required."
+        ),
+        "schema_name": Setting(
+            str,
+            "claimsched",
+            "Postgres schema holding claimsched's tables. Default: claimsched.",
+            alias="CLAIMSCHED_SCHEMA",
+            check=_schema_name,
+        ),
+        "agent_id": Setting(
+            str, None, "Unique id of this agent. Default: <hostname>-<pid>-<random>."
+        ),
+        "max_concurrency": Setting(
+            int, 16, "Runs this agent executes at once (slots). Default 16.", ge=1, le=1000
+        ),
+        "migrate": Setting(
+            bool, True, "Apply pending migrations at start (needs DDL rights). Default true."
+        ),
+        "housekeeping_seconds": Setting(
+            float, 30.0, "Presence refresh and reaper period, seconds. Default 30.", gt=0
+        ),
+        "jitter_seconds": Setting(
+            float, 0.02, "Random delay added to each wake-up, seconds. Default 0.02.", ge=0
+        ),
+        "shutdown_grace_seconds": Setting(
+            float, 20.0, "On SIGTERM, how long running handlers may finish. Default 20.", ge=0
+        ),
+        "retry_backoff_seconds": Setting(
+            float, 2.0, "First retry delay after a failure; doubles, max 300 s. Default 2.", gt=0
+        ),
+        "misfire_grace_seconds": Setting(
+            float, 10.0, "catchUpPolicy None: how late an occurrence may still start, s.", ge=0
+        ),
+        "schedule_refresh_seconds": Setting(
+            float, 300.0, "Re-read schedules at least this often (besides NOTIFY), s.", gt=0
+        ),
+        "metrics_port": Setting(
+            int, None, "Serve Prometheus metrics on this port. Default off.", ge=0, le=65535
+        ),
+        "log_level": Setting(str, "INFO", "Log level of the claimsched loggers."),
+    }
+
+    dsn: SecretStr | None
+    schema_name: str
+    agent_id: str | None
+    max_concurrency: int
+    migrate: bool
+    housekeeping_seconds: float
+    jitter_seconds: float
+    shutdown_grace_seconds: float
+    retry_backoff_seconds: float
+    misfire_grace_seconds: float
+    schedule_refresh_seconds: float
+    metrics_port: int | None
+    log_level: str
+
+    def __init__(self, **values: Any) -> None:
+        aliases = {s.alias: name for name, s in self.fields.items() if s.alias}
+        given = {aliases.get(key, key): value for key, value in values.items()}
+        unknown = sorted(set(given) - set(self.fields))
+        if unknown:
+            raise ConfigurationError(f"unknown setting(s): {', '.join(unknown)}")
+        environ = {key.upper(): value for key, value in os.environ.items()}
+        problems = []
+        for name, setting in self.fields.items():
+            if name in given:
+                raw = given[name]
+            else:
+                raw = environ.get(setting.alias or ENV_PREFIX + name.upper(), setting.default)
+            try:
+                object.__setattr__(self, name, setting.convert(raw))
+            except ValueError as exc:
+                problems.append(f"{name}: {exc}")
+        if problems:
+            raise ConfigurationError("; ".join(problems))
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every setting by name (the dsn stays a SecretStr); AgentSettings(**it) is equal."""
+        return {name: getattr(self, name) for name in self.fields}

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
-from .errors import (
-    ClaimschedError,
-    ConfigurationError,
-    InvalidSchedule,
-    InvalidSpec,
-    UnknownTimeZone,
-)
+from .errors import ClaimschedError, ConfigurationError, InvalidSpec
 from .schedules import Schedule, parse_schedule
 
 JOB_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,126}[A-Za-z0-9])?$")
@@ -23,6 +16,20 @@ JOB_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,126}[A-Za-z0-9])?$")
 ConcurrencyPolicy = Literal["Forbid", "Allow", "Replace"]
 CatchUpPolicy = Literal["All", "Latest", "None"]
 Source = Literal["operator", "code", "cli"]
+
+# Strictly ints (a bool, 1.5 or "5" is refused): (least, most) per field.
+BOUNDS: dict[str, tuple[int, int | None]] = {
+    "lease_seconds": (1, 86400),
+    "heartbeat_seconds": (1, 28800),
+    "max_attempts": (1, 100),
+    "catch_up_window_seconds": (0, 2678400),
+    "max_runtime_seconds": (1, None),
+}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "concurrency_policy": get_args(ConcurrencyPolicy),
+    "catch_up_policy": get_args(CatchUpPolicy),
+    "source": get_args(Source),
+}
 
 
 def _name_problem(name: object) -> str:
@@ -34,95 +41,107 @@ def _name_problem(name: object) -> str:
 
 def validate_job_name(name: str) -> str:
     """The name, or InvalidSpec saying what a job name may contain."""
-    if not isinstance(name, str) or not JOB_NAME.match(name):
+    if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
         raise InvalidSpec(_name_problem(name))
     return name
 
 
-class JobSpec(BaseModel):
-    """One job's schedule and run settings: a row of `job_schedule`."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    """One job's schedule and run settings: a row of `job_schedule`.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    Validated on construction: InvalidSpec names every bad field ("field: problem; ..."), or
+    InvalidSchedule / UnknownTimeZone when the fields are fine but the schedule is not.
+    """
 
-    job_name: str = Field(description="The job's key: letters, digits, '_', '.', '-'.")
-    schedule: str = Field(
-        description="5-field cron, a descriptor (@daily...) or @every <duration>."
-    )
-    time_zone: str = Field("UTC", description="IANA time zone the cron fields are read in.")
-    enabled: bool = Field(True, description="False suspends the job (no runs, no catch-up).")
-    lease_seconds: int = Field(
-        120, strict=True, ge=1, le=86400, description="Claim validity, seconds."
-    )
-    heartbeat_seconds: int = Field(
-        30, strict=True, ge=1, le=28800, description="Lease renewal period, seconds."
-    )
-    max_attempts: int = Field(3, strict=True, ge=1, le=100, description="Attempts per occurrence.")
-    retry_on_failure: bool = Field(False, description="Retry handler exceptions with backoff.")
-    concurrency_policy: ConcurrencyPolicy = Field("Forbid", description="Overlapping occurrences.")
-    catch_up_window_seconds: int = Field(
-        3600, strict=True, ge=0, le=2678400, description="Catch-up horizon, s."
-    )
-    catch_up_policy: CatchUpPolicy = Field("Latest", description="Which missed occurrences run.")
-    max_runtime_seconds: int | None = Field(
-        None, strict=True, ge=1, description="Fail runs longer than this, s."
-    )
-    source: Source = Field("code", description="Who declared it.")
-    owner: str | None = Field(None, description="namespace/name of the ClaimSchedule, if any.")
+    job_name: str  # the job's key: letters, digits, '_', '.', '-'
+    schedule: str  # 5-field cron, a descriptor (@daily...) or @every <duration>
+    time_zone: str = "UTC"  # IANA time zone the cron fields are read in
+    enabled: bool = True  # False suspends the job (no runs, no catch-up)
+    lease_seconds: int = 120  # claim validity, seconds
+    heartbeat_seconds: int = 30  # lease renewal period, seconds
+    max_attempts: int = 3  # attempts per occurrence
+    retry_on_failure: bool = False  # retry handler exceptions with backoff
+    concurrency_policy: ConcurrencyPolicy = "Forbid"  # overlapping occurrences
+    catch_up_window_seconds: int = 3600  # catch-up horizon, seconds
+    catch_up_policy: CatchUpPolicy = "Latest"  # which missed occurrences run
+    max_runtime_seconds: int | None = None  # fail runs longer than this, seconds
+    source: Source = "code"  # who declared it
+    owner: str | None = None  # namespace/name of the ClaimSchedule, if any
 
-    @field_validator("job_name")
-    @classmethod
-    def _job_name(cls, value: str) -> str:
-        if not JOB_NAME.match(value):
-            raise ValueError(_name_problem(value))
-        return value
-
-    @model_validator(mode="after")
-    def _consistent(self) -> JobSpec:
+    def __post_init__(self) -> None:
+        problems = self._problems()
+        if problems:
+            raise InvalidSpec("; ".join(problems))
         if self.heartbeat_seconds * 3 > max(self.lease_seconds, 3):
-            raise ValueError(
+            raise InvalidSpec(
                 f"heartbeat_seconds ({self.heartbeat_seconds}) must be at most a third of "
                 f"lease_seconds ({self.lease_seconds})"
             )
         parse_schedule(self.schedule, self.time_zone)
-        return self
+
+    def _problems(self) -> list[str]:
+        problems = []
+        if not isinstance(self.job_name, str) or not JOB_NAME.fullmatch(self.job_name):
+            problems.append(f"job_name: {_name_problem(self.job_name)}")
+        for name in ("schedule", "time_zone"):
+            if not isinstance(getattr(self, name), str):
+                problems.append(f"{name}: expected a string, got {getattr(self, name)!r}")
+        if self.owner is not None and not isinstance(self.owner, str):
+            problems.append(f"owner: expected a string or nothing, got {self.owner!r}")
+        for name in ("enabled", "retry_on_failure"):
+            if not isinstance(getattr(self, name), bool):
+                problems.append(f"{name}: expected true or false, got {getattr(self, name)!r}")
+        for name, (least, most) in BOUNDS.items():
+            value = getattr(self, name)
+            if value is None and name == "max_runtime_seconds":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                problems.append(f"{name}: expected an integer, got {value!r}")
+            elif value < least or (most is not None and value > most):
+                allowed = f"between {least} and {most}" if most is not None else f"at least {least}"
+                problems.append(f"{name}: must be {allowed}, got {value}")
+        for name, choices in CHOICES.items():
+            if getattr(self, name) not in choices:
+                problems.append(
+                    f"{name}: must be one of {', '.join(choices)}, got {getattr(self, name)!r}"
+                )
+        return problems
 
     @property
     def parsed(self) -> Schedule:
         return parse_schedule(self.schedule, self.time_zone)
 
     def row(self) -> dict[str, Any]:
-        return self.model_dump()
+        """Every field by name: the parameters of the statements that write a schedule."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ScheduleRecord(JobSpec):
     """A schedule as stored, with the database's bookkeeping."""
 
     active_since: datetime
     updated_at: datetime
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("active_since", "updated_at"):
+            if not isinstance(getattr(self, name), datetime):
+                raise InvalidSpec(f"{name}: expected a datetime, got {getattr(self, name)!r}")
+
+
+_SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(JobSpec))
+_REQUIRED = ("job_name", "schedule")
+
 
 def job_spec(**fields: Any) -> JobSpec:
     """Build a JobSpec, turning every validation problem into one clear InvalidSpec line."""
-    try:
-        return JobSpec(**fields)
-    except ValidationError as exc:
-        causes = [err.get("ctx", {}).get("error") for err in exc.errors()]
-        if len(causes) == 1 and isinstance(causes[0], InvalidSchedule | UnknownTimeZone):
-            raise causes[0] from None
-        raise InvalidSpec(_explain(exc)) from None
-
-
-def _explain(exc: ValidationError) -> str:
-    problems = []
-    for err in exc.errors():
-        cause = err.get("ctx", {}).get("error")
-        if isinstance(cause, (InvalidSchedule, UnknownTimeZone)):
-            problems.append(str(cause))
-            continue
-        where = ".".join(str(part) for part in err["loc"])
-        message = err["msg"].removeprefix("Value error, ")
-        problems.append(f"{where}: {message}" if where else message)
-    return "; ".join(problems)
+    problems = [f"{name}: not a job setting" for name in sorted(set(fields) - _SPEC_FIELDS)]
+    problems += [f"{name}: is required" for name in _REQUIRED if name not in fields]
+    if problems:
+        raise InvalidSpec("; ".join(problems))
+    return JobSpec(**fields)
 
 
 _CRD_FIELDS = {

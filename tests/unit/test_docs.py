@@ -15,7 +15,7 @@ def test_the_readme_starts_with_the_demo_and_test_commands() -> None:
 
 
 def test_every_agent_setting_is_in_the_readme_with_its_environment_name() -> None:
-    for name, field in AgentSettings.model_fields.items():
+    for name, field in AgentSettings.fields.items():
         env = field.alias or f"CLAIMSCHED_{name.upper()}"
         assert f"`{env}`" in README, env
         assert field.description, name
