@@ -17,7 +17,7 @@ from types import FrameType, TracebackType
 from typing import Any, TypeVar
 
 from . import metrics
-from .claims import Planner
+from .claims import SETTLED, Planner
 from .clock import DbClock
 from .db import SCHEMA_VERSION, Store
 from .db.store import NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener
@@ -330,7 +330,8 @@ class Agent:
         blocked = self.planner.learn(results)
         if "not_due" in blocked:
             return NOT_DUE_WAIT  # our clock estimate ran ahead; the offset is corrected now
-        if "no_capacity" in blocked or self.planner.truncated:
+        progressed = any(result.outcome in SETTLED for result in results)
+        if "no_capacity" in blocked or (self.planner.truncated and progressed):
             # Races lost to other replicas left slots free: try the remaining ones at once.
             return 0.0 if self.workers.free() else FULL_WAIT
         if "deferred" in blocked:

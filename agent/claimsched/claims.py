@@ -50,8 +50,9 @@ class Planner:
         """Candidates for due jobs, in random order, each job's occurrences ascending.
 
         With `capacity`, jobs wanting a run are proposed for about twice the free slots only
-        (random ones, so replicas spread): a claim costs O(slots), not O(due jobs). `truncated`
-        then says that more jobs are due than were proposed.
+        (random ones, so replicas spread), and planning stops there: a pass costs O(slots), not
+        O(due jobs), in Python as in the database. `truncated` then says that some job not
+        looked at may be due.
         """
         names = list(schedules)
         self.rng.shuffle(names)
@@ -60,17 +61,21 @@ class Planner:
         self.truncated = False
         for name in names:
             record, schedule = schedules[name]
-            quiet = self._quiet_until.get(name)
-            if quiet is not None and quiet > now and self._keys.get(name) == _key(record):
+            if self._quiet(name, record, now):
                 continue
+            if capacity is not None and wanting >= 2 * capacity:
+                self.truncated = True
+                break
             job = self._plan_job(record, schedule, now)
             if any(c.want == "running" for c in job):
-                if capacity is not None and wanting >= 2 * capacity:
-                    self.truncated = True
-                    continue
                 wanting += 1
             planned.extend(job)
         return planned
+
+    def _quiet(self, name: str, record: ScheduleRecord, now: datetime) -> bool:
+        """Known to have nothing due before a later instant (and unchanged since)."""
+        quiet = self._quiet_until.get(name)
+        return quiet is not None and quiet > now and self._keys.get(name) == _key(record)
 
     def _plan_job(
         self, record: ScheduleRecord, schedule: Schedule, now: datetime

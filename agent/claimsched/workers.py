@@ -8,7 +8,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from . import metrics
@@ -20,6 +20,7 @@ from .supervision import DatabaseHealth
 
 Handler = Callable[[Run], Any]
 _NOTHING = object()
+IDLE_SECONDS = 60.0  # a worker thread with nothing to run for this long ends
 
 
 @dataclass
@@ -29,11 +30,16 @@ class Slot:
     run: Run
     renewed_at: float
     deadline: float
-    thread: threading.Thread | None = field(default=None, repr=False)
 
 
 class Workers:
-    """At most `size` runs at once; finished runs are recorded in batches by the completer."""
+    """At most `size` runs at once; finished runs are recorded in batches by the completer.
+
+    Handlers run on worker threads that are kept between runs (a thread start per run cost
+    more than a trivial handler) and end after IDLE_SECONDS without work. A new thread is
+    started only when none is idle, so a handler that hangs after its lease was lost never
+    holds up the runs that take its slot.
+    """
 
     def __init__(
         self,
@@ -54,6 +60,10 @@ class Workers:
         self._slots: dict[int, Slot] = {}
         self._done: queue.Queue[Completion | None] = queue.Queue()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._work: queue.SimpleQueue[tuple[Slot, Handler] | None] = queue.SimpleQueue()
+        self._idle = 0  # worker threads waiting for work, less the work handed to them
+        self._threads = 0
+        self._closed = False
         self.refused = 0
 
     def free(self) -> int:
@@ -70,15 +80,34 @@ class Workers:
         slot = Slot(run, renewed_at=now, deadline=now + lease.lease_seconds)
         with self._lock:
             self._slots[lease.id] = slot
-        thread = threading.Thread(
-            target=self._execute,
-            args=(slot, handler),
-            name=f"claimsched-run-{lease.job_name}",
-            daemon=True,
-        )
-        slot.thread = thread
-        thread.start()
+            # Handed over under the lock, so an idle thread giving up sees it (see _serve).
+            self._work.put((slot, handler))
+            if self._idle:
+                self._idle -= 1
+                return run
+            self._threads += 1
+            name = f"claimsched-worker-{self._threads}"
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
         return run
+
+    def _serve(self) -> None:
+        """A worker thread: run what it is handed until closed or idle for IDLE_SECONDS."""
+        while True:
+            try:
+                item = self._work.get(timeout=IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    if self._work.empty():  # nothing was handed over meanwhile: end
+                        self._idle -= 1
+                        return
+                continue
+            if item is None:
+                return
+            self._execute(*item)
+            with self._lock:
+                if self._closed:
+                    return
+                self._idle += 1
 
     def abandon(self, run_id: int) -> Slot | None:
         """The run's lease is gone: free its slot (its handler may still be winding down)."""
@@ -95,7 +124,7 @@ class Workers:
         metrics.FIRE_TO_START.labels(lease.job_name).observe(
             max(0.0, lease.started_at.timestamp() - lease.fire_time.timestamp())
         )
-        run.log.info("run started", extra={"action": "start"})
+        run.log.debug("run started", extra={"action": "start"})
         status, error = "done", None
         try:
             result = self._call(handler, run)
@@ -195,6 +224,11 @@ class Workers:
 
     def close(self) -> None:
         self._done.put(None)
+        with self._lock:
+            self._closed = True
+            for _ in range(self._idle):
+                self._work.put(None)
+            self._idle = 0
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
 
