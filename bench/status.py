@@ -80,7 +80,7 @@ def run(
                 warm = []
                 for _ in range(refreshes):
                     began = time.perf_counter()
-                    status.refresh(store, subset, counter, 90, None)
+                    observed = status.refresh(store, subset, counter, 90, observed)
                     warm.append(time.perf_counter() - began)
                 after = db.statements(sql.OPERATOR_ROLE)
                 cold_kinds = per_fire(after_cold.since(before), 1)

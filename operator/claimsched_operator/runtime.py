@@ -41,7 +41,6 @@ class Runtime:
 
     def refresh_once(self) -> None:
         """Refresh every database's observations (blocking; runs in a worker thread)."""
-        previous: dict[str, status.Observation] = {}
         kept: set[tuple[str, str, str]] = set()
         for key, entries in self.catalog.by_database().items():
             kept.update(_series_key(e) for e in entries)
@@ -49,15 +48,12 @@ class Runtime:
             if store is None:
                 continue
             schedules = {e.job_name: e.schedule for e in entries if e.schedule is not None}
-            for e in entries:
-                seen = self.catalog.observation(e)
-                if seen is not None:
-                    previous[e.job_name] = seen
-            missed = {job: o.status.missed_runs.last_missed_time for job, o in previous.items()}
+            previous = {e.job_name: seen for e in entries
+                        if (seen := self.catalog.observation(e)) is not None}
             started = time.monotonic()
             try:
                 observed = status.refresh(
-                    store, schedules, self.counter, self.config.retention_days, missed
+                    store, schedules, self.counter, self.config.retention_days, previous
                 )
             except ClaimschedError as exc:
                 log.warning("status refresh of database %s failed: %s", key, exc,

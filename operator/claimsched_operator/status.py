@@ -28,6 +28,7 @@ class Observation:
     status: ObservedStatus
     exhausted_day: int
     enabled: bool
+    inputs: tuple[Any, ...] = field(default=(), repr=False, compare=False)  # what status is of
 
 
 class OccurrenceCounter:
@@ -154,9 +155,11 @@ def observe(
     row: Mapping[str, Any],
     schedule: Schedule,
     counter: OccurrenceCounter,
-    previous_missed_time: str | None = None,
+    previous: Observation | None = None,
 ) -> Observation:
-    """The status of one job from its row of the aggregate query."""
+    """The status of one job from its row of the aggregate query. When everything the status
+    is made of is as at the previous refresh (most jobs, most of the time), that observation is
+    returned as it is: nothing is built or validated again."""
     now: datetime = row["db_now"]
     job: str = row["job_name"]
     upcoming = counter.upcoming(job, schedule, now) if row["enabled"] else []
@@ -165,13 +168,17 @@ def observe(
     expected_all = counter.count(job, "all", schedule, row["history_start"], end)
     missed_day = max(0, expected_day - row["seen_day"])
     missed_all = max(0, expected_all - row["seen_history"], missed_day)
-    last_missed = previous_missed_time if missed_all else None
+    last_missed = previous.status.missed_runs.last_missed_time if missed_all and previous else None
     if missed_all:
         latest = counter.latest(job, "all", schedule)
         if latest is not None and latest > row["history_start"] and (
             row["latest_seen"] is None or latest > row["latest_seen"]
         ):
             last_missed = rfc3339(latest)  # the newest settled occurrence has no run
+    inputs = (upcoming, missed_day, missed_all, last_missed,
+              *(row[column] for column in _STATUS_COLUMNS))
+    if previous is not None and previous.inputs == inputs:
+        return previous
     last_run = None
     if row["last_fire_time"] is not None:
         last_run = LastRun(
@@ -199,7 +206,15 @@ def observe(
         ),
         live_agents=int(row["live_agents"]),
     )
-    return Observation(job, status, int(row["exhausted_day"]), bool(row["enabled"]))
+    return Observation(job, status, int(row["exhausted_day"]), bool(row["enabled"]), inputs)
+
+
+# The columns of the aggregate row that a status is built from (besides the counts).
+_STATUS_COLUMNS = (
+    "enabled", "active_runs", "orphaned_current", "orphaned_day", "failed_day", "exhausted_day",
+    "last_fire_time", "last_status", "last_attempt", "last_claimed_by", "last_started_at",
+    "last_finished_at", "last_error", "last_successful_time", "live_agents",
+)
 
 
 def _time(t: datetime | None) -> str | None:
@@ -211,18 +226,18 @@ def refresh(
     schedules: Mapping[str, Schedule],
     counter: OccurrenceCounter,
     retention_days: int,
-    previous_missed: Mapping[str, str | None] | None = None,
+    previous: Mapping[str, Observation] | None = None,
 ) -> dict[str, Observation]:
-    """Observe every job of one database with one statement."""
+    """Observe every job of one database with one statement; `previous` is what the last
+    refresh observed (unchanged jobs keep their observation)."""
     if not schedules:
         return {}
     rows = fetch(store, sorted(schedules), retention_days)
+    before = previous or {}
     found: dict[str, Observation] = {}
     for row in rows:
         schedule = schedules.get(row["job_name"])
         if schedule is None:
             continue
-        prior = (previous_missed or {}).get(row["job_name"])
-        found[row["job_name"]] = observe(row, schedule, counter, prior)
+        found[row["job_name"]] = observe(row, schedule, counter, before.get(row["job_name"]))
     return found
-

@@ -3,13 +3,14 @@ slide, `now` passes fire times, and the schedule or the row changes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from claimsched.schedules import Schedule
-from claimsched_operator.models import rfc3339
+from claimsched_operator.models import MissedRuns, rfc3339
 from claimsched_operator.status import NEXT_FIRE_TIMES, OccurrenceCounter, observe
 
 START = datetime(2024, 3, 30, 22, 7, 13, tzinfo=UTC)  # across the Berlin gap of 2024-03-31
@@ -78,13 +79,18 @@ def row(now: datetime, **changes: Any) -> dict[str, Any]:
 def test_observe_follows_the_row_and_the_schedule_between_refreshes() -> None:
     counter, hourly = OccurrenceCounter(), Schedule("0 * * * *")
     now = START + timedelta(hours=3)
-    first = observe(row(now), hourly, counter).status
+    observed = observe(row(now), hourly, counter)
+    first = observed.status
     assert first.missed_runs.total == 3 and first.last_run is None
     assert first.next_fire_time == "2024-03-31T02:00:00Z"
+    assert first.missed_runs.last_missed_time == "2024-03-31T01:00:00Z"
+    # the newest occurrence ran: the last missed time stays what the previous refresh said
+    said = MissedRuns(last24h=3, total=3, last_missed_time="2024-03-30T23:00:00Z")
+    prior = replace(observed, status=first.model_copy(update={"missed_runs": said}))
     fired = START.replace(minute=0, second=0) + timedelta(hours=3)
     later = observe(row(now, seen_history=2, seen_day=2, last_fire_time=fired,
                         last_status="failed", last_attempt=2, last_error="boom",
-                        latest_seen=fired), hourly, counter, "2024-03-30T23:00:00Z").status
+                        latest_seen=fired), hourly, counter, prior).status
     assert later.missed_runs.model_dump() == {
         "last24h": 1, "total": 1, "last_missed_time": "2024-03-30T23:00:00Z"}
     assert later.last_run is not None and later.last_run.dump() == {
@@ -93,3 +99,15 @@ def test_observe_follows_the_row_and_the_schedule_between_refreshes() -> None:
     assert half_hourly.missed_runs.total == 6
     assert half_hourly.next_fire_times[:2] == ["2024-03-31T01:30:00Z", "2024-03-31T02:00:00Z"]
     assert observe(row(now, enabled=False), hourly, counter).status.next_fire_times == []
+
+
+def test_an_unchanged_job_keeps_its_observation_and_a_change_makes_a_new_one() -> None:
+    counter, hourly = OccurrenceCounter(), Schedule("0 * * * *")
+    now = START + timedelta(hours=3)
+    first = observe(row(now), hourly, counter)
+    assert observe(row(now + timedelta(seconds=15)), hourly, counter, first) is first
+    ran = observe(row(now + timedelta(seconds=30), active_runs=1), hourly, counter, first)
+    assert ran is not first and ran.status.active_runs == 1
+    passed = observe(row(now + timedelta(hours=1)), hourly, counter, first)  # 02:00 fell
+    assert passed is not first and passed.status.next_fire_time == "2024-03-31T03:00:00Z"
+    assert passed.status.missed_runs.total == 4
