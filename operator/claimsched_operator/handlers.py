@@ -156,13 +156,14 @@ def register(config: OperatorSettings, registry: kopf.OperatorRegistry) -> None:
         owner = f"{namespace}/{name}"
         job = _job_name(spec, name)
         generation = meta.get("generation")
-        old_conditions = status.get("conditions")
+        on_body = status.get("conditions")
+        old_conditions = runtime.catalog.conditions(owner, on_body)
         patch.status["observedGeneration"] = generation
         patch.status["jobName"] = job[:63]
 
         def set_conditions(*wanted: tuple[str, Any, str, str]) -> None:
-            merged = conditions.merged(old_conditions, wanted, generation)
-            if merged != old_conditions:
+            merged = runtime.catalog.merge_conditions(owner, on_body, wanted, generation)
+            if merged is not None:
                 patch.status["conditions"] = merged
 
         try:
@@ -234,7 +235,8 @@ def register(config: OperatorSettings, registry: kopf.OperatorRegistry) -> None:
         patch: kopf.Patch, memo: Any, **_: Any,
     ) -> None:
         runtime: Runtime = memo["runtime"]
-        entry = runtime.catalog.get(f"{namespace}/{name}")
+        owner = f"{namespace}/{name}"
+        entry = runtime.catalog.get(owner)
         if entry is None or entry.spec is None:
             return
         observed = runtime.catalog.observation(entry)
@@ -250,7 +252,8 @@ def register(config: OperatorSettings, registry: kopf.OperatorRegistry) -> None:
                       "liveAgents"):
             if status.get(field) != fresh.get(field):
                 patch.status[field] = fresh.get(field)  # None removes it
-        old_conditions = status.get("conditions")
+        on_body = status.get("conditions")
+        old_conditions = runtime.catalog.conditions(owner, on_body)
         agents_before = conditions.status_of(old_conditions, AGENTS_AVAILABLE)
         available = observed.status.live_agents > 0
         wanted = [
@@ -260,8 +263,8 @@ def register(config: OperatorSettings, registry: kopf.OperatorRegistry) -> None:
         ]
         if conditions.status_of(old_conditions, SYNCED) == "True":
             wanted.append(_ready(entry.spec.enabled, available, entry.job_name))
-        merged = conditions.merged(old_conditions, wanted, meta.get("generation"))
-        if merged != old_conditions:
+        merged = runtime.catalog.merge_conditions(owner, on_body, wanted, meta.get("generation"))
+        if merged is not None:
             patch.status["conditions"] = merged
         found = events.transitions(
             entry.job_name, status, observed, memo.get("observed"),
