@@ -1159,6 +1159,30 @@ def run_seed(cfg: ChaosConfig, folder: Path | None = None, verbose: bool = False
     return report
 
 
+def lapse_partition(dsn: str) -> bool:
+    """Maintenance lapsed: this month's partition is missing, its rows live in the default
+    partition (as after months without `claimsched maintain`). Done atomically, under an
+    exclusive lock, so that the agents never see a half-moved table. False if already lapsed."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute("SET LOCAL claimsched_test.actor = 'harness-lapse'")
+        conn.execute("LOCK TABLE claimsched.job_runs IN ACCESS EXCLUSIVE MODE")
+        month = conn.execute("SELECT date_trunc('month', now())").fetchone()[0]  # type: ignore[index]
+        name = f"job_runs_p{month:%Y%m}"
+        part = psycopg.sql.Identifier("claimsched", name)
+        if not conn.execute("SELECT to_regclass(%s)", [f"claimsched.{name}"]).fetchone()[0]:  # type: ignore[index]
+            return False
+        conn.execute(
+            psycopg.sql.SQL("ALTER TABLE claimsched.job_runs DETACH PARTITION {}").format(part)
+        )
+        conn.execute(
+            psycopg.sql.SQL(
+                "INSERT INTO claimsched.job_runs OVERRIDING SYSTEM VALUE SELECT * FROM {}"
+            ).format(part)
+        )
+        conn.execute(psycopg.sql.SQL("DROP TABLE {}").format(part))
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, required=True)
@@ -1194,26 +1218,3 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     sys.exit(main())
 
-
-def lapse_partition(dsn: str) -> bool:
-    """Maintenance lapsed: this month's partition is missing, its rows live in the default
-    partition (as after months without `claimsched maintain`). Done atomically, under an
-    exclusive lock, so that the agents never see a half-moved table. False if already lapsed."""
-    with psycopg.connect(dsn) as conn:
-        conn.execute("SET LOCAL claimsched_test.actor = 'harness-lapse'")
-        conn.execute("LOCK TABLE claimsched.job_runs IN ACCESS EXCLUSIVE MODE")
-        month = conn.execute("SELECT date_trunc('month', now())").fetchone()[0]  # type: ignore[index]
-        name = f"job_runs_p{month:%Y%m}"
-        part = psycopg.sql.Identifier("claimsched", name)
-        if not conn.execute("SELECT to_regclass(%s)", [f"claimsched.{name}"]).fetchone()[0]:  # type: ignore[index]
-            return False
-        conn.execute(
-            psycopg.sql.SQL("ALTER TABLE claimsched.job_runs DETACH PARTITION {}").format(part)
-        )
-        conn.execute(
-            psycopg.sql.SQL(
-                "INSERT INTO claimsched.job_runs OVERRIDING SYSTEM VALUE SELECT * FROM {}"
-            ).format(part)
-        )
-        conn.execute(psycopg.sql.SQL("DROP TABLE {}").format(part))
-    return True
