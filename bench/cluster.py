@@ -207,5 +207,5 @@ def kind_of(text: str) -> str:
     if first in {"BEGIN", "COMMIT", "ROLLBACK", "LISTEN", "UNLISTEN", "SET", "SHOW"}:
         return first
     if shape.startswith("selectset_config("):
-        return "set_config (search_path of a new pool connection)"
+        return "set_config (session settings of a new pool connection)"
     return "other: " + " ".join(words)[:60]
