@@ -257,6 +257,7 @@ class ChaosRun:
         self.violations: list[str] = []
         self.notes: Counter[str] = Counter()
         self.pg_lock = threading.Lock()
+        self.skew_lock = threading.Lock()  # skew faults write one file
         self.pg_down = False
         self.pg_fault_ended = -1e9
         self.stop = threading.Event()
@@ -359,10 +360,12 @@ class ChaosRun:
 
     def _write_skew(self, seconds: float) -> None:
         # libfaketime re-reads the file while the replica runs: replace it atomically, so it
-        # never sees a half-written offset (it exits the process on one it cannot parse)
-        partial = self.folder / "skew.tmp"
-        partial.write_text(f"{int(seconds):+d}s\n")
-        os.replace(partial, self.folder / "skew")
+        # never sees a half-written offset (it exits the process on one it cannot parse).
+        # Two skew faults can fall within milliseconds, each in its own thread: one at a time.
+        with self.skew_lock:
+            partial = self.folder / "skew.tmp"
+            partial.write_text(f"{int(seconds):+d}s\n")
+            os.replace(partial, self.folder / "skew")
 
     def _launch(self, slot: Slot) -> None:
         slot.incarnation += 1

@@ -28,6 +28,7 @@ from .chaos import (
     PG_FAULTS,
     REPLICA_FAULTS,
     ChaosConfig,
+    ChaosRun,
     Checker,
     lapse_partition,
     plan,
@@ -391,3 +392,27 @@ def test_catch_up_all_runs_every_missed_occurrence_inside_the_window(dsn: str, p
         )
     fires = [r["fire_time"] for r in runs(dsn, "j")]
     assert fires[0] == since + timedelta(seconds=1), f"the oldest row is {fires[0] - since} late"
+
+
+# -- the harness itself ----------------------------------------------------------------------------
+
+
+def test_skew_faults_that_fall_together_each_leave_a_whole_offset(tmp_path: Path) -> None:
+    # Seed 11 (soak) drew two skews 90 ms apart: each fault runs in its own thread.
+    run = ChaosRun(ci_config(11), tmp_path)
+    failures: list[BaseException] = []
+
+    def skew(value: int) -> None:
+        try:
+            for _ in range(200):
+                run._write_skew(value)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=skew, args=(v,)) for v in range(-4, 4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not failures
+    assert (tmp_path / "skew").read_text() in {f"{v:+d}s\n" for v in range(-4, 4)}
