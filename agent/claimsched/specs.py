@@ -94,7 +94,7 @@ class JobSpec:
                 problems.append(f"{name}: expected true or false, got {getattr(self, name)!r}")
         for name, (least, most) in BOUNDS.items():
             value = getattr(self, name)
-            if value is None and name == "max_runtime_seconds":
+            if value is None and name in _OPTIONAL:
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
                 problems.append(f"{name}: expected an integer, got {value!r}")
@@ -132,6 +132,7 @@ class ScheduleRecord(JobSpec):
 
 
 _SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(JobSpec))
+_OPTIONAL = frozenset(f.name for f in dataclasses.fields(JobSpec) if f.default is None)
 _REQUIRED = ("job_name", "schedule")
 
 
