@@ -141,6 +141,8 @@ class Agent:
             return
         if not self._handlers:
             raise ConfigurationError("the agent has no jobs: register handlers with @agent.job")
+        if self.settings.metrics_port is not None:
+            metrics.require()
         self.store.open(timeout=10.0)
         self._listener = self.store.listener()
         try:
