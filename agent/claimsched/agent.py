@@ -182,6 +182,7 @@ class Agent:
             metrics.serve(self.settings.metrics_port)
         self.supervisor.spawn("claimsched-claims", self._claim_loop)
         self.supervisor.spawn("claimsched-heartbeat", lambda: self.heartbeat.loop(self._stopping))
+        self.supervisor.spawn("claimsched-watchdog", lambda: self.heartbeat.watch(self._stopping))
         self.supervisor.spawn(
             "claimsched-housekeeping", lambda: self.housekeeper.loop(self._stopping)
         )

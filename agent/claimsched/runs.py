@@ -25,7 +25,7 @@ class Run:
         self._effects = effects
         self._lease = lease
         self.agent_id = agent_id
-        self.lost = threading.Event()
+        self.lost: threading.Event = effects.lost  # set: stop; effects are refused from then on
         self.log = AgentLog(
             logging.getLogger("claimsched.run"),
             {

@@ -235,3 +235,65 @@ def test_the_heartbeat_gives_up_a_lease_past_its_deadline_while_the_database_is_
     assert run.lost.is_set()
     release.set()
     pool.close()
+
+
+def test_the_heartbeat_backs_off_when_the_database_answers_errors_quickly() -> None:
+    """A read-only node refuses every renewal at once: the heartbeat must not spin on it."""
+    release = threading.Event()
+    pool = workers(Recorder(), [])
+    pool.start(lease(1, lease_seconds=30.0), lambda run: release.wait(5))
+    sent: list[float] = []
+
+    def read_only(leases: Sequence[Lease]) -> set[int]:
+        sent.append(time.monotonic())
+        raise DatabaseUnavailable("cannot execute UPDATE in a read-only transaction")
+
+    beat = Heartbeat(read_only, pool, LOG, DatabaseHealth(LOG, lambda: None))
+    beat.kick()  # the first renewal at once; what follows is the backoff's business
+    stopping = threading.Event()
+    thread = threading.Thread(target=beat.loop, args=(stopping,))
+    thread.start()
+    wait_until(lambda: len(sent) >= 2, "a second renewal after the backoff")
+    watched_until = time.monotonic() + 1.0
+    wait_until(lambda: time.monotonic() > watched_until, "a second of failures")
+    stopping.set()
+    beat.kick()
+    thread.join(5)
+    release.set()
+    pool.close()
+    # Backoff 0.5 s, 1 s, 2 s ... (DatabaseHealth): a handful of statements, not thousands.
+    assert len(sent) <= 6, f"{len(sent)} renewals in about 1.5 s"
+
+
+def test_the_watchdog_loses_a_run_at_the_end_of_its_lease_without_asking_the_database() -> None:
+    """Behind a partition the renewal never returns: the local deadline alone decides."""
+    release = threading.Event()
+    pool = workers(Recorder(), [])
+    run = pool.start(lease(1, lease_seconds=0.3), lambda run: release.wait(5))
+    hung = threading.Event()
+
+    def partitioned(leases: Sequence[Lease]) -> set[int]:
+        hung.wait(10)  # a black-holed connection: no answer, no error
+        return set()
+
+    beat = Heartbeat(partitioned, pool, LOG, DatabaseHealth(LOG, lambda: None))
+    stopping = threading.Event()
+    # Renewals are due every 0.1 s; the first one hangs. The watchdog has a thread of its own.
+    renewing = threading.Thread(target=beat.loop, args=(stopping,))
+    watchdog = threading.Thread(target=beat.watch, args=(stopping,))
+    deadline = pool.slots()[0].deadline
+    renewing.start()
+    watchdog.start()
+    beat.expire()
+    assert not run.lost.is_set()
+    wait_until(run.lost.is_set, "the watchdog", timeout=3)
+    assert time.monotonic() >= deadline
+    with pytest.raises(LeaseLost):
+        run.effect("mail:1")
+    stopping.set()
+    hung.set()
+    beat.kick()
+    watchdog.join(5)
+    renewing.join(12)
+    release.set()
+    pool.close()
