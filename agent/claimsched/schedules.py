@@ -20,11 +20,14 @@ time zone. The expressions themselves, and which days a cron expression names, a
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_right
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from functools import cached_property, lru_cache
+from functools import cached_property, lru_cache, partial
 from itertools import pairwise
+from weakref import WeakValueDictionary
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from claimsched.cron import Cron, Every, parse_duration, parse_rule, quoted
@@ -41,6 +44,11 @@ _HORIZON_DAYS = 9 * 366
 # Keep one day clear of date.min/date.max so local and UTC conversions stay in range.
 _FIRST_ORDINAL = date.min.toordinal() + 1
 _LAST_ORDINAL = date.max.toordinal() - 1
+# Days of fire times each rule keeps: the few around "now" that next/latest/upcoming revisit.
+_DAYS_KEPT = 8
+
+_Fires = Sequence[int]  # the sorted UTC fire instants (epoch seconds) of one local day
+_Days = Callable[[int], _Fires]  # a day's fires by its ordinal
 
 _ZONE_NAME = re.compile(r"[A-Za-z0-9_+-]+(?:/[A-Za-z0-9_+-]+)*")
 
@@ -70,14 +78,19 @@ class Schedule:
     time_zone: str = "UTC"
     _rule: Cron | Every = field(init=False, repr=False, compare=False)
     _zone: ZoneInfo = field(init=False, repr=False, compare=False)
+    _days: _Days = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         expression = self.expression
         if isinstance(expression, str):
             expression = expression.strip()
             object.__setattr__(self, "expression", expression)
-        object.__setattr__(self, "_rule", parse_rule(expression))
-        object.__setattr__(self, "_zone", validate_time_zone(self.time_zone))
+        rule = parse_rule(expression)
+        zone = validate_time_zone(self.time_zone)
+        object.__setattr__(self, "_rule", rule)
+        object.__setattr__(self, "_zone", zone)
+        if isinstance(rule, Cron):
+            object.__setattr__(self, "_days", _days_of(rule, zone))
 
     def next_after(self, t: datetime) -> datetime | None:
         """The first fire time strictly after ``t``; None if it never fires again."""
@@ -112,7 +125,7 @@ class Schedule:
             return 0
         if isinstance(self._rule, Every):
             return high // self._rule.seconds - low // self._rule.seconds
-        return len(self._cron_between(low, high, None))
+        return self._cron_count(low, high)
 
     def upcoming(self, t: datetime, count: int) -> list[datetime]:
         """The next ``count`` fire times after ``t`` (fewer if the schedule ends)."""
@@ -157,7 +170,7 @@ class Schedule:
     def _next(self, at: int) -> int | None:
         if isinstance(self._rule, Every):
             return (at // self._rule.seconds + 1) * self._rule.seconds
-        # Fires of one local day can reach into the next (a gap across midnight, a repeated hour
+        # _Fires of one local day can reach into the next (a gap across midnight, a repeated hour
         # across midnight): start a day early and look one day past the first hit.
         best: int | None = None
         ordinal = max(self._local_ordinal(at) - 1, _FIRST_ORDINAL)
@@ -213,12 +226,43 @@ class Schedule:
         ordered = sorted(found)
         return ordered if limit is None else ordered[-limit:]
 
-    def _fires(self, ordinal: int) -> tuple[int, ...]:
+    def _cron_count(self, low: int, high: int) -> int:
+        """`len(_cron_between(low, high, None))` without building every fire time: a day well
+        inside the range whose clock runs steadily, as do its neighbours', adds minutes x hours.
+        The days of the edges, and around a clock change (whose fires may coincide with a
+        neighbour's, as when a skipped evening collapses onto the next midnight), count their
+        fires one by one."""
+        cron = self._rule
+        assert isinstance(cron, Cron)
+        found: set[int] = set()
+        first = max(self._local_ordinal(low) - 1, _FIRST_ORDINAL)
+        last = min(self._local_ordinal(high) + 1, _LAST_ORDINAL)
+        # A day's fires are within a day (the largest UTC offset) of its wall clock read as UTC.
+        inside = range(low // _DAY + 2 + _EPOCH_ORDINAL, high // _DAY - 1 + _EPOCH_ORDINAL)
+        steady: dict[int, bool] = {}
+
+        def is_steady(ordinal: int) -> bool:
+            if ordinal not in steady:
+                steady[ordinal] = _steady(self._zone, ordinal)
+            return steady[ordinal]
+
+        per_day, count = len(cron.minutes) * len(cron.hours), 0
+        for ordinal in range(first, last + 1):
+            if not cron.matches(date.fromordinal(ordinal)):
+                continue
+            if ordinal in inside and all(map(is_steady, (ordinal - 1, ordinal, ordinal + 1))):
+                count += per_day
+            else:
+                fires = self._days(ordinal)
+                found.update(fires[bisect_right(fires, low):bisect_right(fires, high)])
+        return count + len(found)
+
+    def _fires(self, ordinal: int) -> _Fires:
         """The sorted UTC fire instants (epoch seconds) of one local calendar day."""
         assert isinstance(self._rule, Cron)
         if not self._rule.matches(date.fromordinal(ordinal)):
             return ()
-        return _day_fires(self._rule, self._zone, ordinal)
+        return self._days(ordinal)
 
     def _local_ordinal(self, at: int) -> int:
         try:
@@ -227,8 +271,21 @@ class Schedule:
             return _LAST_ORDINAL if at > 0 else _FIRST_ORDINAL
 
 
-@lru_cache(maxsize=256)
-def _day_fires(cron: Cron, zone: ZoneInfo, ordinal: int) -> tuple[int, ...]:
+def _days_of(cron: Cron, zone: ZoneInfo) -> _Days:
+    """The fire instants of a rule in a zone by local day, with a cache of their own: schedules
+    never evict each other's days (one cache for all held the days of ~85 schedules), and the
+    live schedules of one rule and zone share theirs."""
+    days = _LIVE_DAYS.get((cron, zone))
+    if days is None:
+        days = _LIVE_DAYS[cron, zone] = lru_cache(maxsize=_DAYS_KEPT)(
+            partial(_day_fires, cron, zone))
+    return days
+
+
+_LIVE_DAYS: WeakValueDictionary[tuple[Cron, ZoneInfo], _Days] = WeakValueDictionary()
+
+
+def _day_fires(cron: Cron, zone: ZoneInfo, ordinal: int) -> _Fires:
     """The sorted, distinct UTC fire instants (epoch seconds) of one local calendar day."""
     day = date.fromordinal(ordinal)
     midnight = (ordinal - _EPOCH_ORDINAL) * _DAY
@@ -251,7 +308,16 @@ def _day_fires(cron: Cron, zone: ZoneInfo, ordinal: int) -> tuple[int, ...]:
                     fires.add(wall - later)
             elif cron.fixed_time:  # the clock jumped over this time: run when the gap ends
                 fires.add(_gap_end(zone, wall - later, wall - earlier))
-    return tuple(sorted(fires))
+    return array("q", sorted(fires))
+
+
+def _steady(zone: ZoneInfo, ordinal: int) -> bool:
+    """Whether the local clock runs without a jump through a day: one offset at 00:00 and at
+    23:59, neither skipped nor repeated. (A change and its reversal within one day would pass
+    unseen; the closest offset changes in the time zone database are four days apart.)"""
+    day = date.fromordinal(ordinal)
+    (start, start_again), (end, end_again) = _offsets(zone, day, 0, 0), _offsets(zone, day, 23, 59)
+    return start == start_again == end == end_again
 
 
 def _offsets(zone: ZoneInfo, day: date, hour: int, minute: int) -> tuple[int, int]:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta, timezone
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 
+from claimsched import schedules
 from claimsched.errors import InvalidSchedule, UnknownTimeZone
 from claimsched.schedules import Schedule, parse_duration, parse_schedule, validate_time_zone
 
@@ -398,3 +400,41 @@ def test_upcoming_returns_the_next_count_fire_times() -> None:
 def test_period_hint_is_the_smallest_gap_between_fires(expression: str, hint: timedelta) -> None:
     assert parse_schedule(expression, "Europe/Berlin").period_hint == hint
 
+
+# --- cost -------------------------------------------------------------------------------------
+
+
+class DaysBuilt:
+    """Counts the local days whose fire times a schedule works out (a spy on the real function)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        build = schedules._day_fires
+
+        def counted(*args: Any) -> Any:
+            self.count += 1
+            return build(*args)
+
+        monkeypatch.setattr(schedules, "_day_fires", counted)
+
+
+def test_count_between_does_not_build_the_fire_times_of_every_day(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built = DaysBuilt(monkeypatch)
+    schedule = parse_schedule("*/1 * * * *", "Asia/Tbilisi")
+    assert schedule.count_between(utc(2024, 1, 1), utc(2025, 1, 1)) == 366 * 1440
+    assert built.count <= 8  # the days at the two edges of the range
+
+
+def test_many_schedules_keep_their_own_days_without_evicting_each_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built = DaysBuilt(monkeypatch)
+    many = [parse_schedule(f"{n % 60} {n // 60} * * *", "Asia/Tbilisi") for n in range(400)]
+    now = utc(2024, 6, 1, 12)
+    first = [(s.next_after(now), s.latest_at_or_before(now)) for s in many]
+    assert built.count >= 400
+    built.count = 0
+    assert [(s.next_after(now), s.latest_at_or_before(now)) for s in many] == first
+    assert built.count == 0
