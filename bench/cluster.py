@@ -16,7 +16,7 @@ import psycopg
 
 from claimsched.db import Store
 from claimsched.db.queries import queries
-from claimsched.embedded import TemporaryPostgres
+from claimsched.tools.postgres import TemporaryPostgres
 
 from . import sql
 

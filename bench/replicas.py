@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from claimsched.processes import spawn_agent
+from claimsched.tools.processes import spawn_agent
 
 from . import sql
 from .cluster import Cluster, cpu_seconds, rss_mib

@@ -31,8 +31,8 @@ from typing import Any
 import psycopg
 
 from claimsched.db import Store
-from claimsched.embedded import TemporaryPostgres
 from claimsched.specs import job_spec
+from claimsched.tools.postgres import TemporaryPostgres
 
 from . import app_sql
 from .harness import Replica, Replicas

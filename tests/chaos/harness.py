@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from claimsched.db import Store
-from claimsched.processes import spawn_agent
+from claimsched.tools.processes import spawn_agent
 
 REPO = Path(__file__).resolve().parents[2]
 

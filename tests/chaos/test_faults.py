@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from claimsched.embedded import TemporaryPostgres
+from claimsched.tools.postgres import TemporaryPostgres
 from tests.integration.support import wait_for
 
 from .harness import Replicas, replicas, store

@@ -15,8 +15,8 @@ import pytest
 
 from claimsched import Agent, ConfigurationError, InvalidSchedule, InvalidSpec, Run
 from claimsched.db import Store
-from claimsched.embedded import free_port
 from claimsched.specs import job_spec
+from claimsched.tools.postgres import free_port
 
 from .support import runs, sql, wait_for
 

@@ -13,10 +13,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from claimsched import demo_app as app
-from claimsched.demo import verdict
-from claimsched.demo_view import Observations, effects_by_key
 from claimsched.schedules import parse_schedule
+from claimsched.tools.demo import app
+from claimsched.tools.demo.observations import Observations, effects_by_key
+from claimsched.tools.demo.verdict import verdict
 
 
 def _demo(*args: str, cwd: Path, timeout: float = 240) -> tuple[int, dict[str, Any] | None, str]:

@@ -24,8 +24,8 @@ from psycopg import sql as pgsql
 
 from claimsched import Agent, Run
 from claimsched.db import Store
-from claimsched.embedded import TemporaryPostgres
-from claimsched.processes import spawn_agent
+from claimsched.tools.postgres import TemporaryPostgres
+from claimsched.tools.processes import spawn_agent
 
 from .support import runs, wait_for
 
@@ -100,6 +100,8 @@ class SqlSafety:
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
         if name == "SQL":  # the only composable whose text is trusted verbatim
             return len(node.args) == 1 and self.constant_text(node.args[0], module, scope, depth)
+        if name == "compose":  # claimsched.db.compose: SQL(template).format(identifiers, literals)
+            return bool(node.args) and self.constant_text(node.args[0], module, scope, depth)
         if name in COMPOSABLES:  # identifiers and literals are quoted by psycopg
             return True
         if isinstance(func, ast.Attribute) and name in {"format", "join"}:
@@ -268,6 +270,7 @@ def _verdict(code: str, extra: dict[str, str] | None = None) -> list[str]:
         "def f(conn, t):\n    with conn.cursor() as cur:\n        cur.execute('SELECT ' + t)",
         "def f(conn, rows):\n    for text in rows:\n        conn.execute(text)",
         "def f(conn, job):\n    q = 'SELECT 1'\n    q = q + job\n    conn.execute(q)",
+        "from . import compose\ndef f(conn, t):\n    conn.execute(compose(f'DROP TABLE {t}'))",
     ],
     ids=[
         "f-string",
@@ -282,6 +285,7 @@ def _verdict(code: str, extra: dict[str, str] | None = None) -> list[str]:
         "cursor",
         "loop over data",
         "reassigned",
+        "compose of f-string",
     ],
 )
 def test_the_scan_flags_sql_built_from_runtime_values(code: str) -> None:
@@ -302,6 +306,8 @@ def test_the_scan_flags_sql_built_from_runtime_values(code: str) -> None:
         "from .queries import migration_files\ndef f(conn):\n"
         "    for v, name, text in migration_files():\n        conn.execute(text)",
         "from . import other as o\ndef f(conn):\n    conn.execute(o.LEDGER)",
+        "from . import compose\nQ = 'COMMENT ON SCHEMA {} IS {note}'\n"
+        "def f(conn, s, n):\n    conn.execute(compose(Q, s, note=n))",
     ],
     ids=[
         "parameters",
@@ -311,6 +317,7 @@ def test_the_scan_flags_sql_built_from_runtime_values(code: str) -> None:
         "module constant",
         "packaged migrations",
         "sibling module constant",
+        "compose of a constant",
     ],
 )
 def test_the_scan_accepts_the_projects_own_sql(code: str) -> None:

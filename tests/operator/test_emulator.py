@@ -20,7 +20,7 @@ from kubernetes.client.rest import ApiException
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: tests.helpers
 from tests.helpers.kube_emulator import Exchange, Served
 
-from claimsched.embedded import free_port
+from claimsched.tools.postgres import free_port
 
 T = TypeVar("T")
 GROUP, VERSION, PLURAL, NS = "claimsched.io", "v1alpha1", "claimschedules", "default"
