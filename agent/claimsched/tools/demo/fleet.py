@@ -24,7 +24,9 @@ AGENT_ENV = {
     "CLAIMSCHED_HOUSEKEEPING_SECONDS": "0.5",  # the reaper runs every half second
     "CLAIMSCHED_SHUTDOWN_GRACE_SECONDS": "5",
     "CLAIMSCHED_JITTER_SECONDS": "0.25",  # spreads the wins over the replicas
-    "CLAIMSCHED_LOG_LEVEL": "INFO",
+    # The demo learns who started which run from the replicas' "run started" lines
+    # (action=start), which the agent logs at debug: at INFO every replica showed 0 runs started.
+    "CLAIMSCHED_LOG_LEVEL": "DEBUG",
 }
 
 
