@@ -1,11 +1,11 @@
-"""The soak profile: the chaos storm of tests/chaos, longer and wider, with a report and a plot.
+"""The soak profile: the chaos storm of bench/chaos, longer and wider, with a report and a plot.
 
     python -m bench.soak --replicas 10 --jobs 30 --duration 3600 --seed 7
 
 R real agent processes run J jobs while seeded random faults overlap for `duration` seconds
 (SIGKILL, SIGSTOP past the lease, SIGTERM, Postgres fast restarts and outages, a replica's clock
 skewed and re-skewed, restarts under a new agent id; maintenance runs concurrently throughout).
-Then every fault is healed, the run settles, and every invariant of tests/chaos is checked.
+Then every fault is healed, the run settles, and every invariant of bench/chaos is checked.
 Writes bench/results/soak-r<R>-j<J>-s<seed>.json (fault counts, occurrences checked, violations,
 fire-to-start latency by minute) and .png (faults and latencies over time). Exit status 1 when an
 invariant was violated; the report says how to replay the seed.
@@ -23,11 +23,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from .chaos.storm import FAULT_KINDS, ChaosConfig, run_seed, summary
 
-from tests.chaos.chaos import FAULT_KINDS, ChaosConfig, run_seed, summary  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 RESULTS = REPO / "bench" / "results"
 COLORS = {

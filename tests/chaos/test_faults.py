@@ -9,11 +9,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from bench.chaos.harness import Replicas, replicas, store
 
 from claimsched.tools.postgres import TemporaryPostgres
 from tests.integration.support import wait_for
-
-from .harness import Replicas, replicas, store
 
 pytestmark = pytest.mark.slow
 

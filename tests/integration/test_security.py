@@ -19,6 +19,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from bench.chaos import app_sql
+from bench.chaos.harness import APP
 from psycopg import errors as pgerrors
 from psycopg import sql as pgsql
 
@@ -633,8 +635,6 @@ def test_an_agent_process_at_debug_level_never_logs_the_password(
 ) -> None:
     pg, uri, _ = secret_server
     with psycopg.connect(uri, autocommit=True) as conn:
-        from tests.chaos import app_sql
-
         conn.execute(app_sql.LEDGER)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMSCHED_")}
     env.update(
@@ -657,7 +657,7 @@ def test_an_agent_process_at_debug_level_never_logs_the_password(
         }
     )
     log = tmp_path / "agent.log"
-    process = spawn_agent("tests.chaos.app:agent", env, log, cwd=REPO)
+    process = spawn_agent(APP, env, log, cwd=REPO)
     try:
         wait_for(lambda: "run done" in log.read_text(), timeout=30, what="a run")
         pg.restart("fast")

@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 import kubernetes
-from tests.chaos.harness import replicas
+from bench.chaos.harness import replicas
 from tests.helpers.kube_emulator import Served
 
 from claimsched.db import Store

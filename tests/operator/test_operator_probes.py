@@ -10,7 +10,7 @@ from pathlib import Path
 
 import kubernetes
 import psycopg
-from tests.chaos.harness import replicas
+from bench.chaos.harness import replicas
 
 from conftest import Operator, claimschedule, create, delete, eventually, sample, status
 
