@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from claimsched.db import Store
-from claimsched.tools.processes import spawn_agent
+from claimsched.tools.processes import python_path, spawn_agent
 
 from . import app_sql
 
@@ -90,7 +90,7 @@ class Replicas:
                 "CLAIMSCHED_SHUTDOWN_GRACE_SECONDS": "5",
                 "CLAIMSCHED_LOG_LEVEL": "DEBUG",
                 "APP_JOBS": json.dumps(self.jobs),
-                "PYTHONPATH": str(REPO),
+                "PYTHONPATH": python_path(REPO),
                 **self.settings,
                 **settings,
             }

@@ -27,7 +27,7 @@ from psycopg import sql as pgsql
 from claimsched import Agent, Run
 from claimsched.db import Store
 from claimsched.tools.postgres import TemporaryPostgres
-from claimsched.tools.processes import spawn_agent
+from claimsched.tools.processes import python_path, spawn_agent
 
 from .support import runs, wait_for
 
@@ -642,7 +642,7 @@ def test_an_agent_process_at_debug_level_never_logs_the_password(
             "CLAIMSCHED_DSN": uri,
             "CLAIMSCHED_LOG_LEVEL": "DEBUG",
             "CLAIMSCHED_HOUSEKEEPING_SECONDS": "0.3",
-            "PYTHONPATH": str(REPO),
+            "PYTHONPATH": python_path(REPO),
             "APP_JOBS": json.dumps(
                 [
                     {
