@@ -12,7 +12,7 @@ import pytest
 from bench.chaos.harness import Replicas, replicas, store
 
 from claimsched.tools.postgres import TemporaryPostgres
-from tests.integration.support import wait_for
+from tests.helpers.polling import wait_for
 
 pytestmark = pytest.mark.slow
 

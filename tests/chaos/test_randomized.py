@@ -33,7 +33,8 @@ from bench.chaos.storm import (
 from claimsched.db import Store
 from claimsched.records import Candidate, Completion
 from claimsched.specs import job_spec
-from tests.integration.support import runs, wait_for
+from tests.helpers.polling import wait_for
+from tests.integration.support import runs
 
 CI_SEEDS = [int(s) for s in os.environ.get("CHAOS_SEEDS", "11,23,37,41,59").split(",")]
 

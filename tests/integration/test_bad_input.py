@@ -33,8 +33,9 @@ from claimsched import (
 from claimsched.cli import main
 from claimsched.db import SCHEMA_VERSION, Store
 from claimsched.specs import JobSpec, job_spec
+from tests.helpers.polling import wait_for
 
-from .support import runs, sql, wait_for
+from .support import runs, sql
 from .test_security import PasswordRole, password_role  # noqa: F401 - a fixture
 
 FAST = {"housekeeping_seconds": 0.3, "retry_backoff_seconds": 0.1, "shutdown_grace_seconds": 1}

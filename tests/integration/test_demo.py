@@ -20,8 +20,7 @@ from claimsched.tools.demo.fleet import Fleet
 from claimsched.tools.demo.observations import LogTail, Observations, effects_by_key
 from claimsched.tools.demo.runner import DEMO_SCHEMA, prepare
 from claimsched.tools.demo.verdict import verdict
-
-from .support import wait_for
+from tests.helpers.polling import wait_for
 
 
 def _demo(*args: str, cwd: Path, timeout: float = 240) -> tuple[int, dict[str, Any] | None, str]:

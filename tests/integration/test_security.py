@@ -28,8 +28,9 @@ from claimsched import Agent, Run
 from claimsched.db import Store
 from claimsched.tools.postgres import TemporaryPostgres
 from claimsched.tools.processes import python_path, spawn_agent
+from tests.helpers.polling import wait_for
 
-from .support import runs, wait_for
+from .support import runs
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = [REPO / "agent" / "claimsched", REPO / "operator" / "claimsched_operator"]
