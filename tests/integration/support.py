@@ -1,4 +1,4 @@
-"""Small helpers for integration tests: waiting on conditions, reading the claim table."""
+"""Small helpers for integration tests: reading the claim table, running SQL."""
 
 from __future__ import annotations
 
