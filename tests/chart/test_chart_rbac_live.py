@@ -19,7 +19,6 @@ import base64
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ import aiohttp.web
 import kubernetes
 import pytest
 
+from claimsched.tools.postgres import free_port
 from tests.chart.chart import documents, env, of_kind
 from tests.helpers import kube_emulator
 from tests.helpers.kube_emulator import Exchange, Served, serve_emulator
@@ -93,12 +93,6 @@ def healthy(port: int) -> bool:
             return bool(response.status == 200)
     except OSError:
         return False
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class RbacEmulator(kube_emulator.KubeEmulator):

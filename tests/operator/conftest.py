@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -27,17 +26,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers.kube_emulator import Served, serve_emulator
 from tests.helpers.polling import wait_for
 
+from claimsched.tools.postgres import free_port
 from claimsched_operator import permissions
 
 GROUP, VERSION, PLURAL, NS = "claimsched.io", "v1alpha1", "claimschedules", "default"
 OPERATOR = Path(sys.executable).parent / "claimsched-operator"
 KUBECTL_TOKEN = "kubectl-in-the-tests"  # the operator uses the kubeconfig's token
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
