@@ -18,7 +18,7 @@ from typing import Any
 from claimsched.db import Store
 from claimsched.schedules import parse_schedule
 
-from . import plot, sql, variants
+from . import plot, sql
 from .cluster import cluster
 from .common import environment, finish, per_fire
 from .measure import target
@@ -30,13 +30,10 @@ def run(
     history_days: int = 7,
     out: Path | None = None,
     name: str | None = None,
-    variant: str | None = None,
 ) -> Path:
     from claimsched_operator import status
 
     name = name or f"d-{jobs}"
-    if variant:
-        variants.apply(variant)
     sizes = sorted({max(1, jobs // 10), jobs})
     params = {
         "schedules": jobs,
@@ -47,8 +44,6 @@ def run(
         "mix": "0 * * * *, */30 * * * *, 15 3 * * *, @every 1h (a quarter each)",
         "runs": "the last day of each schedule; every 50th occurrence missing",
     }
-    if variant:
-        params["variant"] = variant
     with cluster() as db:
         result: dict[str, Any] = {"scenario": "d", "name": name, "params": params}
         result["environment"] = environment(db)

@@ -15,10 +15,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from claimsched.embedded import free_port
+from claimsched.tools.postgres import free_port
 from tests.helpers.kube_emulator import serve_emulator
+from tests.helpers.polling import wait_for
 from tests.install.installed import Dist, Venv, build, copy_checkout, source_files
-from tests.integration.support import wait_for
 
 pytestmark = pytest.mark.slow
 

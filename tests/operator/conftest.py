@@ -9,16 +9,14 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import kmock
 import kubernetes
@@ -26,33 +24,14 @@ import pytest
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers.kube_emulator import Served, serve_emulator
+from tests.helpers.polling import wait_for
 
+from claimsched.tools.postgres import free_port
 from claimsched_operator import permissions
 
-T = TypeVar("T")
 GROUP, VERSION, PLURAL, NS = "claimsched.io", "v1alpha1", "claimschedules", "default"
 OPERATOR = Path(sys.executable).parent / "claimsched-operator"
 KUBECTL_TOKEN = "kubectl-in-the-tests"  # the operator uses the kubeconfig's token
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def eventually(probe: Callable[[], T | None], what: str, timeout: float = 20,
-               log: Callable[[], str] | None = None) -> T:
-    """Poll until `probe` answers something truthy; fail naming `what` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}"
-                        + (f"\n{log()[-6000:]}" if log else ""))
-        time.sleep(0.05)
 
 
 @dataclass
@@ -89,7 +68,7 @@ class Operator:
             self.process = subprocess.Popen(
                 [str(OPERATOR), "--verbose"], stdout=out, stderr=subprocess.STDOUT,
                 env=env, cwd=self.folder)
-        eventually(self._healthy, "the operator's /healthz", log=self.log)
+        wait_for(self._healthy, "the operator's /healthz", log=self.log)
         return self
 
     def _healthy(self) -> bool:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import kubernetes
 import pytest
 from tests.helpers.kube_emulator import Served
+from tests.helpers.polling import wait_for
 
 from claimsched.db import Store
 from claimsched_operator.settings import PRIORITY_RANGE, OperatorSettings, derived_priority
@@ -16,7 +17,6 @@ from conftest import (
     claimschedule,
     create,
     events,
-    eventually,
     patch,
     status,
 )
@@ -44,9 +44,9 @@ def test_peered_operators_act_once_and_the_standby_takes_over(
         served: Served, api: kubernetes.client.CustomObjectsApi,
         spawn: Callable[..., Operator], store: Store) -> None:
     active = spawn("active", CLAIMSCHED_OPERATOR_PRIORITY="200", **PEERING)
-    eventually(lambda: RESUMED in active.log(), "the first replica to work", log=active.log)
+    wait_for(lambda: RESUMED in active.log(), "the first replica to work", log=active.log)
     standby = spawn("standby", CLAIMSCHED_OPERATOR_PRIORITY="100", **PEERING)
-    peering = eventually(lambda: (p := served.emulator.live_object(
+    peering = wait_for(lambda: (p := served.emulator.live_object(
         "kopf.dev/v1/clusterkopfpeerings", None, "claimsched")) and len(p.get("status") or {})
         == 2 and p, "both replicas in the peering object", log=standby.log)
     assert sorted(peer["priority"] for peer in peering["status"].values()) == [100, 200]
@@ -56,8 +56,8 @@ def test_peered_operators_act_once_and_the_standby_takes_over(
         doc["metadata"]["annotations"] = {TRIGGER: "one"}
         create(api, doc)
     for name in ("first", "second"):
-        eventually(lambda n=name: synced(api, n, "one"), f"{name} synced and triggered",
-                   log=active.log)
+        wait_for(lambda n=name: synced(api, n, "one"), f"{name} synced and triggered",
+                 log=active.log)
         assert manual_runs(store, name) == 1
         assert len(events(served, "Synced", name)) == 1
     assert "job first synced" in active.log() and "job first synced" not in standby.log()
@@ -67,9 +67,9 @@ def test_peered_operators_act_once_and_the_standby_takes_over(
     active.kill()
     patch(api, "first", {"metadata": {"annotations": {TRIGGER: "two"}}})
     create(api, claimschedule("third", "@daily"))
-    eventually(lambda: synced(api, "first", "two"), "the standby to handle the new trigger",
-               timeout=30, log=standby.log)
-    eventually(lambda: events(served, "Synced", "third"), "third synced", log=standby.log)
+    wait_for(lambda: synced(api, "first", "two"), "the standby to handle the new trigger",
+             timeout=30, log=standby.log)
+    wait_for(lambda: events(served, "Synced", "third"), "third synced", log=standby.log)
     assert RESUMED in standby.log() and "job third synced" in standby.log()
     assert (manual_runs(store, "first"), manual_runs(store, "second")) == (2, 1)
     assert [len(events(served, "Synced", n)) for n in ("first", "second", "third")] == [1, 1, 1]

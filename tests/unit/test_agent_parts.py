@@ -23,6 +23,7 @@ from claimsched.logs import AgentLog
 from claimsched.records import Completion, Housekeeping, Lease
 from claimsched.runs import Run
 from claimsched.workers import Workers
+from tests.helpers.polling import wait_for
 
 LOG = AgentLog(logging.getLogger("claimsched.test"), {"agent": "a"})
 NOW = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
@@ -58,13 +59,6 @@ class Book:
 
 def new_run(book: Book) -> Any:
     return lambda held: Run(held, Effects(book, "a", held), "a")
-
-
-def wait_until(condition: Any, what: str, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 # -- effects ------------------------------------------------------------------------------------
@@ -119,7 +113,7 @@ def test_the_housekeeping_loop_outlives_an_unreachable_database() -> None:
     stopping = threading.Event()
     thread = threading.Thread(target=keeper.loop, args=(stopping,))
     thread.start()
-    wait_until(lambda: calls.count("sweep") >= 3, "three sweeps")
+    wait_for(lambda: calls.count("sweep") >= 3, "three sweeps")
     stopping.set()
     thread.join(5)
     assert not thread.is_alive()
@@ -168,8 +162,8 @@ def test_a_failed_handler_is_recorded_failed_with_its_error_and_a_retry_is_sched
             raise ValueError("boom")
 
         pool.start(lease(attempt=2), handler)
-        wait_until(lambda: recorder.recorded, "the completion")
-        wait_until(lambda: retries, "the retry")
+        wait_for(lambda: recorder.recorded, "the completion")
+        wait_for(lambda: retries, "the retry")
     (done,) = recorder.recorded
     assert (done.status, done.error, done.backoff_seconds) == ("failed", "ValueError: boom", 4.0)
     assert retries == [later]
@@ -180,7 +174,7 @@ def test_a_refused_completion_is_counted_not_retried() -> None:
     recorder, retries = Recorder(refuse={7}), []
     with running(workers(recorder, retries)) as pool:
         pool.start(lease(7), lambda run: None)
-        wait_until(lambda: pool.refused == 1, "the refusal")
+        wait_for(lambda: pool.refused == 1, "the refusal")
     assert recorder.recorded[0].status == "done"
     assert retries == []
 
@@ -192,7 +186,7 @@ def test_an_async_handler_is_awaited() -> None:
             seen.append(run.job_name)
 
         pool.start(lease(), handler)
-        wait_until(lambda: recorder.recorded, "the completion")
+        wait_for(lambda: recorder.recorded, "the completion")
     assert seen == ["job"] and recorder.recorded[0].status == "done"
 
 
@@ -230,7 +224,7 @@ def test_the_heartbeat_gives_up_a_lease_past_its_deadline_while_the_database_is_
     beat.renew()
     assert not run.lost.is_set(), "still inside the lease"
     deadline = pool.slots()[0].deadline
-    wait_until(lambda: time.monotonic() > deadline, "the end of the lease")
+    wait_for(lambda: time.monotonic() > deadline, "the end of the lease")
     beat.renew()
     assert run.lost.is_set()
     release.set()

@@ -1,6 +1,6 @@
 """Everything that talks to Postgres. The only package that imports psycopg."""
 
-from .connection import connect, redact_dsn
+from .connection import compose, connect, redact_dsn
 from .listener import NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener
 from .migrations import SCHEMA_VERSION, ensure_partitions, maintain, migrate, schema_version
 from .store import Store
@@ -11,6 +11,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Listener",
     "Store",
+    "compose",
     "connect",
     "ensure_partitions",
     "maintain",

@@ -7,7 +7,7 @@ interleaving. Every run ends the same way: heal every fault, wait until every jo
 disable the schedules, wait until nothing is left to do, stop the replicas gracefully, and check
 the invariants against the claim table, the receipts, the app's ledger and the audit trail.
 
-Replay a seed: python -m tests.chaos.chaos --seed 23 --replicas 5 --jobs 20 --duration 22
+Replay a seed: python -m bench.chaos --seed 23 --replicas 5 --jobs 20 --duration 22
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from typing import Any
 import psycopg
 
 from claimsched.db import Store
-from claimsched.embedded import TemporaryPostgres
 from claimsched.specs import job_spec
+from claimsched.tools.postgres import TemporaryPostgres
 
 from . import app_sql
 from .harness import Replica, Replicas
@@ -818,7 +818,7 @@ def violation_kinds(violations: list[str]) -> dict[str, int]:
 
 
 def _stacks(replica: Replica) -> str:
-    """Every thread's stack of a live replica (tests/chaos/app.py dumps them on SIGUSR1)."""
+    """Every thread's stack of a live replica (bench/chaos/app.py dumps them on SIGUSR1)."""
     before = len(replica.output())
     replica.signal(signal.SIGUSR1)
     deadline = time.monotonic() + 3
@@ -1148,7 +1148,7 @@ def summary(report: dict[str, Any]) -> str:
 
 def replay_command(report: dict[str, Any]) -> str:
     return (
-        f"python -m tests.chaos.chaos --seed {report['seed']} --replicas {report['replicas']} "
+        f"python -m bench.chaos --seed {report['seed']} --replicas {report['replicas']} "
         f"--jobs {report['jobs']} --duration {report['fault_seconds']}"
     )
 
