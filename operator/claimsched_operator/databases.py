@@ -110,10 +110,6 @@ class Databases:
                     return database
             return None
 
-    def names(self) -> list[str]:
-        with self._lock:
-            return [database.name for database in self._by_dsn.values()]
-
     def maintain_due(self, interval: float, retention_days: int) -> None:
         """Run maintenance on every database whose last run is older than `interval` seconds."""
         with self._lock:

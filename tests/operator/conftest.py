@@ -27,6 +27,7 @@ from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers.kube_emulator import Served, serve_emulator
 
+from claimsched.db import Store
 from claimsched_operator import permissions
 
 T = TypeVar("T")
@@ -193,6 +194,14 @@ def operator(served: Served, dsn: str, tmp_path: Path) -> Iterator[Operator]:
         raise
     finally:
         op.kill()
+
+
+def runs(store: Store, job: str, kind: str | None = None) -> int:
+    """How many runs of `job` (of one kind: scheduled, manual, backfill) the database holds."""
+    with store.connection() as conn:
+        row = conn.execute("SELECT count(*) FROM job_runs WHERE job_name = %s"
+                           " AND (%s::text IS NULL OR kind = %s)", [job, kind, kind]).fetchone()
+    return int(row[0]) if row else 0
 
 
 def claimschedule(name: str, schedule: str = "@every 1s", **spec: Any) -> dict[str, Any]:

@@ -27,17 +27,11 @@ from conftest import (
     fetch,
     operator_permissions,
     patch,
+    runs,
     status,
 )
 
 TRIGGER = "claimsched.io/trigger"
-
-def runs(store: Store, job: str, kind: str | None = None) -> int:
-    with store.connection() as conn:
-        row = conn.execute("SELECT count(*) FROM job_runs WHERE job_name = %s"
-                           " AND (%s::text IS NULL OR kind = %s)", [job, kind, kind]).fetchone()
-    return int(row[0]) if row else 0
-
 
 def schedule_row(store: Store, job: str) -> tuple[object, ...] | None:
     with store.connection() as conn:

@@ -3,13 +3,19 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 
 import kubernetes
+import pytest
 from tests.helpers.kube_emulator import Served
 
-from claimsched.db import Store
-from claimsched_operator.triggers import handled, key, recorded_value
+from claimsched.db import OwnedSchedules, Store
+from claimsched.errors import UnknownJob
+from claimsched.specs import from_claimschedule
+from claimsched_operator.triggers import TRIGGER, handled, key, recorded_value
 from conftest import (
     Operator,
     claimschedule,
@@ -18,10 +24,9 @@ from conftest import (
     events,
     eventually,
     patch,
+    runs,
     status,
 )
-
-TRIGGER = "claimsched.io/trigger"
 
 
 def test_a_trigger_is_keyed_by_its_resource_and_value() -> None:
@@ -38,11 +43,26 @@ def test_a_trigger_is_keyed_by_its_resource_and_value() -> None:
     assert key("uid-1", long) != key("uid-1", long + "y")
 
 
-def manual_runs(store: Store, job: str) -> int:
-    with store.connection() as conn:
-        row = conn.execute("SELECT count(*) FROM job_runs WHERE job_name = %s"
-                           " AND kind = 'manual'", [job]).fetchone()
-    return int(row[0]) if row else 0
+def test_one_trigger_key_asks_for_one_run_however_many_ask_at_once(store: Store) -> None:
+    owned = OwnedSchedules(store)
+    assert owned.sync(from_claimschedule(claimschedule("nightly", "0 3 * * *"))).outcome \
+        == "created"
+    start = threading.Barrier(8)
+
+    def ask(trigger_key: str) -> datetime | None:
+        start.wait(10)
+        return owned.trigger("nightly", trigger_key)
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(ask, [key("uid-1", "now")] * 8))
+    new = [a for a in answers if a is not None]
+    assert len(new) == 1 and new[0].microsecond  # never a whole second: a scheduled key
+    assert runs(store, "nightly", "manual") == 1
+    assert owned.trigger("nightly", key("uid-1", "now")) is None  # a retry, later
+    assert owned.trigger("nightly", key("uid-1", "later")) is not None
+    assert runs(store, "nightly", "manual") == 2
+    with pytest.raises(UnknownJob):
+        owned.trigger("nobody", key("uid-1", "now"))
 
 
 def test_two_operators_that_are_not_peered_turn_one_trigger_into_one_run(
@@ -67,5 +87,5 @@ def test_two_operators_that_are_not_peered_turn_one_trigger_into_one_run(
     for op in (one, two):
         eventually(lambda o=op: all(f"trigger 'now' of job {n}:" in o.log() for n in names),
                    "both operators to handle every trigger", log=op.log)
-    assert {name: manual_runs(store, name) for name in names} == dict.fromkeys(names, 1)
+    assert {name: runs(store, name, "manual") for name in names} == dict.fromkeys(names, 1)
     assert sorted(e["involvedObject"]["name"] for e in events(served, "Triggered")) == names
