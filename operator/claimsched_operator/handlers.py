@@ -16,6 +16,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
+from claimsched.db.owned import Outcome
 from claimsched.errors import DatabaseError, InvalidSchedule, InvalidSpec, UnknownTimeZone
 from claimsched.specs import JobSpec, from_claimschedule
 
@@ -25,12 +26,12 @@ from .conditions import AGENTS_AVAILABLE, READY, SYNCED, condition
 from .databases import DEFAULT, Database, read_secret_dsn, secret_key
 from .models import ClaimScheduleSpec, ConditionStatus
 from .runtime import Memo, Runtime
+from .settings import RETRY_DELAY_SECONDS
 
 log = logging.getLogger("claimsched.operator.handlers")
 
 RESOURCE = ("claimsched.io", "v1alpha1", "claimschedules")
 STORAGE_PREFIX = "operator.claimsched.io"
-RETRY_DELAY = 5.0
 STATUS_FIELDS = ("nextFireTime", "nextFireTimes", "lastFireTime", "lastSuccessfulTime",
                  "lastRun", "activeRuns", "orphanedRuns", "failedRuns", "missedRuns",
                  "liveAgents")
@@ -160,16 +161,9 @@ async def reconcile(
     except DatabaseError as exc:
         found.set(condition(SYNCED, False, "DatabaseUnavailable", str(exc)),
                   condition(READY, False, "DatabaseUnavailable", str(exc)))
-        raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
-    metrics.SCHEDULES_SYNCED.labels(synced.outcome).inc()
+        raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY_SECONDS) from exc
     runtime.catalog.put(Entry(owner, job, database.name, job_spec, job_spec.parsed))
-    was_synced = found.status_of(SYNCED) == "True"
-    message = _synced_message(job_spec)
-    found.set(condition(SYNCED, True, "Synced", message),
-              _ready(job_spec.enabled, found.status_of(AGENTS_AVAILABLE) != "False", job))
-    if synced.outcome != "unchanged" or not was_synced:
-        events.post(body, events.Event(events.NORMAL, "Synced",
-                                       f"{message}: row {synced.outcome}"))
+    _synced(body, job_spec, synced.outcome, found)
     logger.info("job %s synced: %s", job, synced.outcome)
     await triggers.request(database.owned, body, patch, job, logger)
 
@@ -192,7 +186,7 @@ async def delete(
         released = await asyncio.to_thread(database.owned.release, entry.job_name, owner)
     except DatabaseError as exc:
         runtime.catalog.put(entry)
-        raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
+        raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY_SECONDS) from exc
     runtime.counter.forget(entry.job_name)
     if released:
         logger.info("job %s disabled; its history is kept", entry.job_name)
@@ -254,9 +248,15 @@ async def _database(runtime: Runtime, namespace: str | None,
     return await asyncio.to_thread(runtime.databases.get, key, dsn)
 
 
-def _synced_message(spec: JobSpec) -> str:
-    return (f"job {spec.job_name} runs {spec.schedule} in {spec.time_zone}"
-            + (" (suspended)" if not spec.enabled else ""))
+def _synced(body: kopf.Body, spec: JobSpec, outcome: Outcome, found: Conditions) -> None:
+    """Conditions, metrics and an Event (when something changed) for a row written."""
+    metrics.SCHEDULES_SYNCED.labels(outcome).inc()
+    message = (f"job {spec.job_name} runs {spec.schedule} in {spec.time_zone}"
+               + (" (suspended)" if not spec.enabled else ""))
+    found.set(condition(SYNCED, True, "Synced", message),
+              _ready(spec.enabled, found.status_of(AGENTS_AVAILABLE) != "False", spec.job_name))
+    if outcome != "unchanged" or found.status_of(SYNCED) != "True":
+        events.post(body, events.Event(events.NORMAL, "Synced", f"{message}: row {outcome}"))
 
 
 def _ready(enabled: bool, agents: bool, job: str) -> Wanted:

@@ -27,10 +27,10 @@ from claimsched.errors import ClaimschedError
 
 from . import events
 from .models import rfc3339
+from .settings import RETRY_DELAY_SECONDS
 
 TRIGGER = "claimsched.io/trigger"
 LAST_TRIGGER_LENGTH = 253  # status.lastTrigger's maxLength
-RETRY_DELAY = 5.0
 
 
 def key(uid: str, value: str) -> str:
@@ -62,7 +62,7 @@ async def request(
         fire_time = await asyncio.to_thread(owned.trigger, job, trigger_key)
     except ClaimschedError as exc:
         raise kopf.TemporaryError(f"manual run of {job} not requested: {exc}",
-                                  delay=RETRY_DELAY) from exc
+                                  delay=RETRY_DELAY_SECONDS) from exc
     patch.status["lastTrigger"] = recorded_value(wanted)
     if fire_time is None:
         logger.info("trigger %r of job %s: its run was requested before (a retry, or another "
