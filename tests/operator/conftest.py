@@ -26,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers.kube_emulator import Served, serve_emulator
 from tests.helpers.polling import wait_for
 
+from claimsched.db import Store
 from claimsched.tools.postgres import free_port
 from claimsched_operator import permissions
 
@@ -172,6 +173,14 @@ def operator(served: Served, dsn: str, tmp_path: Path) -> Iterator[Operator]:
         raise
     finally:
         op.kill()
+
+
+def runs(store: Store, job: str, kind: str | None = None) -> int:
+    """How many runs of `job` (of one kind: scheduled, manual, backfill) the database holds."""
+    with store.connection() as conn:
+        row = conn.execute("SELECT count(*) FROM job_runs WHERE job_name = %s"
+                           " AND (%s::text IS NULL OR kind = %s)", [job, kind, kind]).fetchone()
+    return int(row[0]) if row else 0
 
 
 def claimschedule(name: str, schedule: str = "@every 1s", **spec: Any) -> dict[str, Any]:

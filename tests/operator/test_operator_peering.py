@@ -18,6 +18,7 @@ from conftest import (
     create,
     events,
     patch,
+    runs,
     status,
 )
 
@@ -25,13 +26,6 @@ TRIGGER = "claimsched.io/trigger"
 PEERING = {"CLAIMSCHED_OPERATOR_PEERING": "claimsched",
            "CLAIMSCHED_OPERATOR_PEERING_LIFETIME_SECONDS": "3"}
 RESUMED = "Resuming operations after the pause"
-
-
-def manual_runs(store: Store, job: str) -> int:
-    with store.connection() as conn:
-        row = conn.execute("SELECT count(*) FROM job_runs WHERE job_name = %s"
-                           " AND kind = 'manual'", [job]).fetchone()
-    return int(row[0]) if row else 0
 
 
 def synced(api: kubernetes.client.CustomObjectsApi, name: str, trigger: str) -> bool:
@@ -58,7 +52,7 @@ def test_peered_operators_act_once_and_the_standby_takes_over(
     for name in ("first", "second"):
         wait_for(lambda n=name: synced(api, n, "one"), f"{name} synced and triggered",
                  log=active.log)
-        assert manual_runs(store, name) == 1
+        assert runs(store, name, "manual") == 1
         assert len(events(served, "Synced", name)) == 1
     assert "job first synced" in active.log() and "job first synced" not in standby.log()
     assert RESUMED not in standby.log()
@@ -71,7 +65,7 @@ def test_peered_operators_act_once_and_the_standby_takes_over(
              timeout=30, log=standby.log)
     wait_for(lambda: events(served, "Synced", "third"), "third synced", log=standby.log)
     assert RESUMED in standby.log() and "job third synced" in standby.log()
-    assert (manual_runs(store, "first"), manual_runs(store, "second")) == (2, 1)
+    assert (runs(store, "first", "manual"), runs(store, "second", "manual")) == (2, 1)
     assert [len(events(served, "Synced", n)) for n in ("first", "second", "third")] == [1, 1, 1]
     peers = served.emulator.live_object("kopf.dev/v1/clusterkopfpeerings", None, "claimsched")
     assert [p["priority"] for p in (peers or {}).get("status", {}).values()] == [100]

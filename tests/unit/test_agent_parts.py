@@ -247,9 +247,9 @@ def test_the_heartbeat_backs_off_when_the_database_answers_errors_quickly() -> N
     stopping = threading.Event()
     thread = threading.Thread(target=beat.loop, args=(stopping,))
     thread.start()
-    wait_until(lambda: len(sent) >= 2, "a second renewal after the backoff")
+    wait_for(lambda: len(sent) >= 2, "a second renewal after the backoff", timeout=5)
     watched_until = time.monotonic() + 1.0
-    wait_until(lambda: time.monotonic() > watched_until, "a second of failures")
+    wait_for(lambda: time.monotonic() > watched_until, "a second of failures", timeout=5)
     stopping.set()
     beat.kick()
     thread.join(5)
@@ -280,7 +280,7 @@ def test_the_watchdog_loses_a_run_at_the_end_of_its_lease_without_asking_the_dat
     watchdog.start()
     beat.expire()
     assert not run.lost.is_set()
-    wait_until(run.lost.is_set, "the watchdog", timeout=3)
+    wait_for(run.lost.is_set, "the watchdog", timeout=3)
     assert time.monotonic() >= deadline
     with pytest.raises(LeaseLost):
         run.effect("mail:1")

@@ -3,6 +3,7 @@
 from .connection import compose, connect, redact_dsn
 from .listener import NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener
 from .migrations import SCHEMA_VERSION, ensure_partitions, maintain, migrate, schema_version
+from .owned import OwnedSchedules
 from .store import Store
 
 __all__ = [
@@ -10,6 +11,7 @@ __all__ = [
     "NOTIFY_SCHEDULES",
     "SCHEMA_VERSION",
     "Listener",
+    "OwnedSchedules",
     "Store",
     "compose",
     "connect",
