@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from claimsched.db import Store
+from claimsched.db import OwnedSchedules, Store
 from claimsched.schedules import parse_schedule
 
 from . import plot, sql
@@ -62,6 +62,7 @@ def run(
         parsed = {job: parse_schedule(expr, zone) for job, expr, zone in records}
         store = Store(db.operator_dsn, max_size=4, name="bench-operator")
         store.open()
+        owned = OwnedSchedules(store)
         sizes_out = []
         try:
             for size in sizes:
@@ -69,13 +70,13 @@ def run(
                 counter = status.OccurrenceCounter()
                 before = db.statements(sql.OPERATOR_ROLE)
                 began = time.perf_counter()
-                observed = status.refresh(store, subset, counter, 90)
+                observed = status.refresh(owned, subset, counter, 90)
                 cold = time.perf_counter() - began
                 after_cold = db.statements(sql.OPERATOR_ROLE)
                 warm = []
                 for _ in range(refreshes):
                     began = time.perf_counter()
-                    observed = status.refresh(store, subset, counter, 90, observed)
+                    observed = status.refresh(owned, subset, counter, 90, observed)
                     warm.append(time.perf_counter() - began)
                 after = db.statements(sql.OPERATOR_ROLE)
                 cold_kinds = per_fire(after_cold.since(before), 1)

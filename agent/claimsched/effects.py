@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from .errors import LeaseLost
@@ -59,3 +61,10 @@ class Effects:
             f"lease lost for {lease.job_name} at {lease.fire_time.isoformat()} "
             f"(attempt {lease.attempt}): {what} refused"
         )
+
+
+def idempotency_key(job_name: str, fire_time: datetime, key: str) -> str:
+    """`claimsched-` and 40 hex digits of SHA-256 over (job, fire time in UTC, key): stable
+    across attempts, replicas and releases, and no longer than most APIs accept."""
+    text = "\x1f".join((job_name, fire_time.astimezone(UTC).isoformat(), key))
+    return "claimsched-" + hashlib.sha256(text.encode()).hexdigest()[:40]

@@ -15,8 +15,8 @@ import pytest
 
 from claimsched.clock import DbClock
 from claimsched.effects import Effects
-from claimsched.errors import DatabaseUnavailable, LeaseLost
-from claimsched.health import DatabaseHealth
+from claimsched.errors import DatabaseConflict, DatabaseUnavailable, LeaseLost
+from claimsched.health import DatabaseHealth, retry_conflicts
 from claimsched.heartbeat import Heartbeat
 from claimsched.housekeeping import Housekeeper
 from claimsched.logs import AgentLog
@@ -291,3 +291,21 @@ def test_the_watchdog_loses_a_run_at_the_end_of_its_lease_without_asking_the_dat
     renewing.join(12)
     release.set()
     pool.close()
+
+
+def test_a_step_that_loses_a_deadlock_is_run_again_and_a_persistent_one_is_reported() -> None:
+    tries: list[int] = []
+
+    def flaky() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise DatabaseConflict("retrying after a conflict with another transaction: deadlock")
+        return "done"
+
+    assert retry_conflicts(flaky) == "done" and len(tries) == 3
+
+    def always() -> str:
+        raise DatabaseConflict("deadlock detected")
+
+    with pytest.raises(DatabaseConflict):
+        retry_conflicts(always, tries=2)

@@ -14,6 +14,7 @@ import psycopg_pool
 from psycopg.rows import dict_row
 
 from ..errors import UnknownJob
+from ..health import retry_conflicts
 from ..records import Candidate, ClaimResult, Completion, Housekeeping, Lease
 from ..specs import JobSpec, ScheduleRecord
 from . import migrations
@@ -107,6 +108,9 @@ class Store:
         return connect(self.dsn, self.schema)
 
     def migrate(self) -> list[int]:
+        return retry_conflicts(self._migrate)
+
+    def _migrate(self) -> list[int]:
         with translated(), self.direct() as conn:
             return migrations.migrate(conn, self.schema)
 
@@ -119,6 +123,9 @@ class Store:
             return migrations.schema_version(conn)
 
     def maintain(self, retention_days: int = 90) -> dict[str, Any]:
+        return retry_conflicts(lambda: self._maintain(retention_days))
+
+    def _maintain(self, retention_days: int) -> dict[str, Any]:
         with translated(), self.direct() as conn:
             return migrations.maintain(conn, retention_days)
 
