@@ -20,7 +20,15 @@ from typing import Any, TypeVar
 from . import metrics
 from .claims import SETTLED, Planner
 from .clock import DbClock
-from .db import NOTIFY_RUNS, NOTIFY_SCHEDULES, SCHEMA_VERSION, Listener, Store
+from .db import (
+    NOTIFY_RUNS,
+    NOTIFY_SCHEDULES,
+    SCHEMA_VERSION,
+    Listener,
+    Poller,
+    SessionOptions,
+    Store,
+)
 from .effects import Effects
 from .errors import ClaimschedError, ConfigurationError, DatabaseError, InvalidSchedule
 from .health import DatabaseHealth, retry_conflicts
@@ -71,13 +79,21 @@ class Agent:
         self.agent_id = self.settings.agent_id or (
             f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         )
-        dsn_text = self.settings.dsn.get_secret_value() if self.settings.dsn else None
+        given = self.settings
         self.store = Store(
-            dsn_text,
-            schema=self.settings.schema_name,
+            given.dsn.get_secret_value() if given.dsn else None,
+            schema=given.schema_name,
             pool=pool,
-            max_size=min(self.settings.max_concurrency, 16) + 4,
+            max_size=min(given.max_concurrency, 16) + 4,
             name=f"claimsched-{self.agent_id}",
+            options=SessionOptions(
+                statement_timeout=given.statement_timeout_seconds,
+                lock_timeout=given.lock_timeout_seconds,
+                idle_in_transaction_timeout=given.idle_in_transaction_timeout_seconds,
+                tcp_keepalive=given.tcp_keepalive_seconds,
+            ),
+            listen_dsn=given.listen_dsn.get_secret_value() if given.listen_dsn else None,
+            poll_seconds=given.poll_seconds,
         )
         self.log = AgentLog(logging.getLogger("claimsched.agent"), {"agent": self.agent_id})
         self.clock = DbClock()
@@ -122,7 +138,9 @@ class Agent:
             on_reaped=self.heartbeat.kick,
             on_claimable=self.want_reclaim,
         )
-        self._listener: Listener | None = None
+        self._listener: Listener | Poller | None = None
+        self.store.identity.on_identity(lambda found: metrics.show_durability(found.durability))
+        self.store.identity.on_failover(lambda before, now: self._failed_over())
 
     # -- registration ------------------------------------------------------------------------
 
@@ -162,7 +180,7 @@ class Agent:
         if self.settings.metrics_port is not None:
             metrics.require()
         self.store.open(timeout=10.0)
-        self._listener = self.store.listener()
+        self._listener = self.store.listener(self.handlers)
         try:
             # LISTEN before the first schedule read: no change can slip in between.
             self._listener.listen()
@@ -280,6 +298,13 @@ class Agent:
         self._wake.set()
         if self._listener is not None:
             self._listener.interrupt()
+
+    def _failed_over(self) -> None:
+        """The database is another one now (a standby was promoted): what the old primary
+        acknowledged last may be gone. The heartbeat re-reads every run in flight at once (a
+        run whose row is gone, or no longer ours, is lost) and the claim loop catches up."""
+        self.heartbeat.kick()
+        self._recovered()
 
     def _recovered(self) -> None:
         self._catch_up = True

@@ -59,6 +59,30 @@ class Completion:
 
 
 @dataclass(frozen=True)
+class DatabaseIdentity:
+    """Which database a connection reached, and how durable its commits are.
+
+    A failover to a standby keeps `system_identifier` and moves to a new `timeline`; `durability`
+    is 'synchronous', 'asynchronous' or 'standalone' (see the README's durability contract).
+    """
+
+    system_identifier: str
+    timeline: int
+    durability: str
+
+    def failed_over_from(self, before: DatabaseIdentity) -> bool:
+        return (
+            self.system_identifier != before.system_identifier or self.timeline != before.timeline
+        )
+
+    def __str__(self) -> str:
+        return (
+            f"system {self.system_identifier} timeline {self.timeline}, "
+            f"durability {self.durability}"
+        )
+
+
+@dataclass(frozen=True)
 class Housekeeping:
     """What one housekeeping pass found."""
 
@@ -67,3 +91,4 @@ class Housekeeping:
     overdue: int
     claimable: bool
     db_now: datetime
+    identity: DatabaseIdentity | None = None

@@ -1,9 +1,10 @@
 """Everything that talks to Postgres. The only package that imports psycopg."""
 
 from .connection import compose, connect, redact_dsn
-from .listener import NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener
+from .listener import NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener, Poller
 from .migrations import SCHEMA_VERSION, ensure_partitions, maintain, migrate, schema_version
 from .owned import OwnedSchedules
+from .session import SessionOptions
 from .store import Store
 
 __all__ = [
@@ -12,6 +13,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "Listener",
     "OwnedSchedules",
+    "Poller",
+    "SessionOptions",
     "Store",
     "compose",
     "connect",

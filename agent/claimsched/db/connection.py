@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, LiteralString
 
@@ -19,6 +19,7 @@ from ..errors import (
     DatabaseUnavailable,
     InvalidSpec,
 )
+from .session import SessionOptions, configure
 
 _PASSWORD = re.compile(r"(password\s*=\s*)(\S+)|(://[^:/@]+:)([^@]+)(@)", re.IGNORECASE)
 
@@ -44,7 +45,17 @@ def translate(exc: BaseException) -> DatabaseError | InvalidSpec:
         return DatabaseUnavailable(f"cannot reach the database: {text}")
     if isinstance(exc, pgerrors.InvalidPassword | pgerrors.InvalidAuthorizationSpecification):
         return AuthenticationFailed(f"the database refused the login: {text}")
-    if isinstance(exc, pgerrors.DeadlockDetected | pgerrors.SerializationFailure):
+    if isinstance(exc, pgerrors.ReadOnlySqlTransaction):
+        return DatabaseUnavailable(
+            f"the server is a read-only standby, not the primary: {text} (list every host of "
+            "the cluster in the DSN, with target_session_attrs=read-write)"
+        )
+    if isinstance(exc, pgerrors.QueryCanceled):
+        return DatabaseUnavailable(f"a statement ran past its statement_timeout: {text}")
+    if isinstance(
+        exc,
+        pgerrors.DeadlockDetected | pgerrors.SerializationFailure | pgerrors.LockNotAvailable,
+    ):
         return DatabaseConflict(f"retrying after a conflict with another transaction: {text}")
     if isinstance(exc, pgerrors.InvalidCatalogName):
         return DatabaseUnavailable(f"the database does not exist: {text}")
@@ -55,6 +66,11 @@ def translate(exc: BaseException) -> DatabaseError | InvalidSpec:
     if isinstance(exc, psycopg.OperationalError):
         if "password authentication failed" in text or "no password supplied" in text:
             return AuthenticationFailed(f"the database refused the login: {text}")
+        if "session is read-only" in text or "hot standby" in text:
+            return DatabaseUnavailable(
+                "no primary among the DSN's hosts: each one is a read-only standby and "
+                f"target_session_attrs=read-write refuses it: {text}"
+            )
         if "does not exist" in text and "database" in text:
             return DatabaseUnavailable(f"the database does not exist: {text}")
         return DatabaseUnavailable(f"cannot reach the database: {text}")
@@ -71,38 +87,42 @@ def translated() -> Iterator[None]:
 
 
 def connect(
-    dsn: str, schema: str, *, autocommit: bool = True, timeout: float = 5.0
+    dsn: str,
+    schema: str,
+    options: SessionOptions | None = None,
+    *,
+    autocommit: bool = True,
+    timeout: float = 5.0,
+    configured: bool = True,
 ) -> psycopg.Connection[Any]:
-    """One connection with claimsched's search_path, or a clear error."""
+    """One connection, keepalives on and a primary only; with claimsched's session settings
+    unless `configured` is false (behind a pooler they would not last), or a clear error."""
+    options = options or SessionOptions()
     with translated():
-        conn = psycopg.connect(dsn, autocommit=autocommit, connect_timeout=max(1, int(timeout)))
-        _configure_session(conn, schema)
+        conn = psycopg.connect(
+            dsn,
+            autocommit=autocommit,
+            connect_timeout=max(1, int(timeout)),
+            **options.connect_kwargs(dsn),
+        )
+        if configured:
+            configure(conn, schema, options)
         return conn
 
 
-def _configure_session(conn: psycopg.Connection[Any], schema: str) -> None:
-    """claimsched's schema first; no JIT (our statements are short: compiling one cost more
-    than running it, 80 ms of the operator's status refresh)."""
-    conn.execute(
-        "SELECT set_config('search_path', %s, false), set_config('jit', 'off', false)",
-        [f"{schema}, public"],
-    )
-    if not conn.autocommit:
-        conn.commit()
-
-
-def make_pool(dsn: str, schema: str, max_size: int, name: str) -> psycopg_pool.ConnectionPool[Any]:
-    """A pool of autocommit connections with the search_path set; opened lazily."""
-
-    def configure(conn: psycopg.Connection[Any]) -> None:
-        conn.autocommit = True
-        _configure_session(conn, schema)
-
+def make_pool(
+    dsn: str,
+    options: SessionOptions,
+    configure: Callable[[psycopg.Connection[Any]], None],
+    max_size: int,
+    name: str,
+) -> psycopg_pool.ConnectionPool[Any]:
+    """A pool of autocommit connections, each set up by `configure`; opened lazily."""
     return psycopg_pool.ConnectionPool(
         dsn,
         min_size=1,
         max_size=max_size,
-        kwargs={"connect_timeout": 5},
+        kwargs={"connect_timeout": 5, **options.connect_kwargs(dsn)},
         configure=configure,
         open=False,
         name=name,

@@ -60,6 +60,8 @@ class Receipts:
         # statement only, and put it back whatever happens.
         previous = conn.execute(query("search_path")).fetchone()[0]  # type: ignore[index]
         conn.execute(query("set_local_search_path"), {"search_path": f"{self._schema}, public"})
+        # the app's commit makes the receipt durable: it waits as claimsched's own commits do
+        conn.execute(query("set_local_synchronous_commit"))
         try:
             return conn.execute(query("effect"), params).fetchone()
         finally:

@@ -5,6 +5,42 @@
 -- The database clock, used to measure this replica's offset.
 SELECT clock_timestamp() AS db_now
 
+-- name: session_settings
+-- What every claimsched connection runs with: our schema first, no JIT (our statements are
+-- short: compiling one cost more than running it), timeouts shorter than a lease, and commits
+-- that wait at least for the primary's disk and, with synchronous replication, for a standby
+-- (`on`), whatever the server's default. `local` sets them for the current transaction only
+-- (behind a pooler in transaction mode), otherwise for the session.
+SELECT set_config('search_path', %(search_path)s, %(local)s),
+       set_config('jit', 'off', %(local)s),
+       set_config('statement_timeout', %(statement_timeout)s, %(local)s),
+       set_config('lock_timeout', %(lock_timeout)s, %(local)s),
+       set_config('idle_in_transaction_session_timeout', %(idle_timeout)s, %(local)s),
+       set_config('synchronous_commit',
+                  CASE WHEN current_setting('synchronous_commit') IN ('off', 'local',
+                                                                     'remote_write')
+                       THEN 'on' ELSE current_setting('synchronous_commit') END,
+                  %(local)s)
+
+-- name: set_local_synchronous_commit
+-- A receipt written in the app's transaction: that commit waits as ours do (at least `on`).
+SELECT set_config('synchronous_commit', 'on', true)
+WHERE current_setting('synchronous_commit') IN ('off', 'local', 'remote_write')
+
+-- name: database_identity
+-- Which database this is (system identifier, timeline) and how durable a commit is on it.
+SELECT system_identifier, timeline, durability FROM database_identity()
+
+-- name: poll
+-- Behind a pooler without a listen_dsn: what NOTIFY would have said, asked every few seconds.
+-- A fingerprint of the schedules, and whether a run this agent could take wants an owner.
+SELECT (SELECT coalesce(max(updated_at)::text, '') || '/' || count(*) FROM job_schedule)
+           AS schedules,
+       EXISTS (SELECT 1 FROM job_runs r
+               WHERE r.job_name = ANY(%(handlers)s::text[])
+                 AND (r.status IN ('pending', 'orphaned')
+                      OR (r.status = 'failed' AND r.retry_at <= now()))) AS claimable
+
 -- name: schema_versions
 -- Migrations already applied, oldest first.
 SELECT version FROM schema_version ORDER BY version
@@ -200,13 +236,15 @@ RETURNING r.id, r.retry_at
 -- One cheap statement every few seconds from every agent: refresh presence, turn expired
 -- leases into orphans (or failures once attempts are exhausted), fail runs past max_runtime,
 -- and say whether any run this agent could take wants an owner. Wakes the others if needed.
+-- Also how durable commits are now, for the agent's metric and `agents`.
 WITH presence AS (
-    INSERT INTO agents (agent_id, hostname, pod, namespace, handlers, version, ttl_seconds)
+    INSERT INTO agents (agent_id, hostname, pod, namespace, handlers, version, ttl_seconds,
+                        durability)
     VALUES (%(agent_id)s, %(hostname)s, %(pod)s, %(namespace)s, %(handlers)s::text[],
-            %(version)s, %(ttl_seconds)s)
+            %(version)s, %(ttl_seconds)s, (SELECT durability FROM database_identity()))
     ON CONFLICT (agent_id) DO UPDATE
     SET last_seen = now(), handlers = EXCLUDED.handlers, ttl_seconds = EXCLUDED.ttl_seconds,
-        stopped_at = NULL
+        stopped_at = NULL, durability = EXCLUDED.durability
     RETURNING agent_id
 ),
 expired AS (
@@ -244,7 +282,9 @@ SELECT (SELECT count(*) FROM presence) AS present,
            AS claimable,
        CASE WHEN EXISTS (SELECT 1 FROM expired WHERE status = 'orphaned')
             THEN pg_notify('claimsched_runs', current_schema()) END AS notified,
-       now() AS db_now
+       now() AS db_now,
+       i.system_identifier, i.timeline, i.durability
+FROM database_identity() i
 
 -- name: release
 -- Graceful shutdown: end this agent's leases now, so the next housekeeping orphans them.
@@ -310,7 +350,7 @@ LIMIT %(limit)s
 
 -- name: list_agents
 -- Agents seen recently, and whether they are alive by their own time-to-live.
-SELECT agent_id, hostname, pod, namespace, handlers, version, started_at, last_seen,
+SELECT agent_id, hostname, pod, namespace, handlers, version, started_at, last_seen, durability,
        (stopped_at IS NULL AND last_seen + make_interval(secs => ttl_seconds) > now()) AS alive
 FROM agents
 ORDER BY last_seen DESC
