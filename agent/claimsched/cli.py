@@ -118,8 +118,10 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     store = _store(args)
     try:
         records, now = store.load_schedules(), store.db_now()
+        identity = store.database_identity()
     finally:
         store.close()
+    durability = identity.durability if identity else None
     rows = []
     for record in records:
         upcoming = record.parsed.next_after(now) if record.enabled else None
@@ -136,6 +138,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
                 "next_local": upcoming.astimezone(ZoneInfo(record.time_zone)).isoformat()
                 if upcoming
                 else None,
+                "durability": durability,
             }
         )
     _emit(
@@ -201,7 +204,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
     _emit(
         args,
         rows,
-        ["agent_id", "alive", "hostname", "pod", "handlers", "version", "last_seen"],
+        ["agent_id", "alive", "durability", "hostname", "pod", "handlers", "version", "last_seen"],
         "agents",
     )
     return 0
