@@ -145,7 +145,7 @@ def _spec(job: str):  # type: ignore[no-untyped-def]
 def test_pgbouncer_in_statement_mode_is_refused_with_a_clear_error(dsn: str) -> None:
     with pgbouncer(dsn, pool_mode="statement") as bouncer:
         store = Store(bouncer.dsn_for(dsn))
-        with pytest.raises(ConfigurationError, match="statement mode.*pool_mode = transaction"):
+        with pytest.raises(ConfigurationError, match=r"statement mode.*pool_mode = transaction"):
             store.open()
 
 
@@ -157,7 +157,7 @@ def test_a_listen_dsn_through_a_pooler_is_refused(dsn: str) -> None:
         def tick(run: object) -> None:
             pass
 
-        with pytest.raises(ConfigurationError, match="listen_dsn .* pooler"):
+        with pytest.raises(ConfigurationError, match=r"listen_dsn .* pooler"):
             agent.start()
 
 
