@@ -15,7 +15,7 @@ from claimsched import Agent
 from claimsched.cli import main
 from claimsched.db import Store
 from claimsched.errors import ConfigurationError, DatabaseUnavailable
-from claimsched.records import Candidate
+from claimsched.records import Candidate, Lease
 from claimsched.tools.postgres import TemporaryPostgres
 from tests.helpers.pgbouncer import pgbouncer
 from tests.helpers.polling import wait_for
@@ -89,14 +89,14 @@ def test_durability_of_a_lone_server_is_standalone_in_agents_and_schedules(
 # -- pgbouncer -------------------------------------------------------------------------------
 
 
-def _claim_one(store: Store, job: str) -> int:
+def _claim_one(store: Store, job: str) -> Lease:
     """Claim the job's latest due occurrence (the schedule starts afresh when written)."""
 
-    def attempt() -> int | None:
+    def attempt() -> Lease | None:
         claimed = store.claim("a1", [Candidate(job, store.db_now().replace(microsecond=0))], 1)
         assert claimed is not None
         (result,) = claimed[1]
-        return result.lease.id if result.lease is not None else None
+        return result.lease
 
     return wait_for(attempt, "a claimed occurrence", timeout=5)
 
@@ -120,8 +120,14 @@ def test_through_pgbouncer_in_transaction_mode_nothing_lasts_beyond_a_transactio
             for _ in range(8):  # past psycopg's prepare threshold (5)
                 assert store.load_schedules()[0].job_name == "tick"
                 store.heartbeat("a1", [])
-            run_id = _claim_one(store, "tick")
-            assert store.heartbeat("a1", []) == set()
+            lease = _claim_one(store, "tick")
+            assert store.heartbeat("a1", [lease]) == {lease.id}
+            # a receipt held open across the caller's block: a savepoint in our transaction
+            with store.receipts.hold("a1", lease, "once") as (owned, inserted):
+                assert owned and inserted
+            assert store.receipts.record("a1", lease, "once") == (True, False)
+            assert store.release("a1", [lease.id]) == 1  # counts what it changed
+            assert store.disable_schedule("tick")
             # another client of the same (only) server connection sees none of it
             with psycopg.connect(pooled, autocommit=True, prepare_threshold=None) as other:
                 left = _settings(other)  # type: ignore[arg-type]
@@ -129,9 +135,7 @@ def test_through_pgbouncer_in_transaction_mode_nothing_lasts_beyond_a_transactio
             assert left["search_path"] == '"$user", public'
             assert left["synchronous_commit"] == "off" and left["statement_timeout"] == "0"
             assert prepared == (0,)
-            assert sql(dsn, "SELECT status FROM claimsched.job_runs WHERE id = %s", [run_id]) == [
-                ("running",)
-            ]
+            assert sql(dsn, "SELECT count(*) FROM claimsched.job_effects") == [(1,)]
         finally:
             store.close()
 

@@ -141,8 +141,10 @@ class Store:
     def connection(self, timeout: float = 10.0) -> Iterator[psycopg.Connection[Any]]:
         """A pooled autocommit connection with claimsched's settings; errors translated.
 
-        Behind a pooler the settings hold for one transaction only: the block then runs in a
-        pipeline whose statements form one implicit transaction (one round trip, as direct)."""
+        Behind a pooler the settings hold for one transaction only: the block then runs in one
+        transaction that sets them first (a `conn.transaction()` inside it is a savepoint).
+        That costs BEGIN and COMMIT round trips; a pipeline would save them, but psycopg ends
+        its implicit transaction at a nested transaction() and has no rowcount before sync."""
         timeout = self._remaining(timeout)
         if not self._opened:
             self.open(timeout)
@@ -150,7 +152,7 @@ class Store:
             if self.pooling == "direct":
                 yield conn
             else:
-                with conn.pipeline():
+                with conn.transaction():
                     self._settings_for_this_transaction(conn)
                     yield conn
 
