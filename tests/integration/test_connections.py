@@ -13,8 +13,8 @@ from psycopg.conninfo import make_conninfo
 
 from claimsched import Agent
 from claimsched.cli import main
-from claimsched.db import Store
-from claimsched.errors import ConfigurationError, DatabaseUnavailable
+from claimsched.db import NOTIFY_RUNS, NOTIFY_SCHEDULES, Store
+from claimsched.errors import ConfigurationError, DatabaseError, DatabaseUnavailable
 from claimsched.records import Candidate, Lease
 from claimsched.tools.postgres import TemporaryPostgres
 from tests.helpers.pgbouncer import pgbouncer
@@ -203,3 +203,35 @@ def test_dsn_options_win_over_claimsched_defaults(dsn: str) -> None:
         assert options["keepalives_idle"] == b"42" and options["target_session_attrs"] == b"any"
     finally:
         store.close()
+
+
+def test_the_listener_listens_again_after_a_restart_and_reports_what_it_missed() -> None:
+    with TemporaryPostgres() as pg:
+        store = Store(pg.dsn)
+        store.migrate()
+        store.open()
+        listener = store.listener()
+        try:
+            listener.listen()
+            assert listener.wait(0.05) == set()
+            pg.restart("fast")
+
+            def after_restart() -> set[str] | None:
+                try:
+                    return listener.wait(0.2)
+                except DatabaseError:  # the connection is gone: the next wait reconnects
+                    return None
+
+            # connected and listening again: notifications sent meanwhile are lost, so it says
+            # that anything may have happened
+            wait_for(
+                lambda: after_restart() == {NOTIFY_RUNS, NOTIFY_SCHEDULES},
+                "the listener to report what it missed",
+                timeout=10,
+            )
+            assert listener.wait(0.05) == set()
+            sql(pg.dsn, "SELECT pg_notify(%s, 'claimsched')", [NOTIFY_RUNS])
+            wait_for(lambda: listener.wait(0.2) == {NOTIFY_RUNS}, "the notification", timeout=5)
+        finally:
+            listener.dispose()
+            store.close()
