@@ -40,6 +40,8 @@ from claimsched.web.describe import describe
         ("@yearly", "At 00:00, on 1 January"),
         ("0 0 25 12 *", "At 00:00, on 25 December"),
         ("0 0 * 1 *", "At 00:00, every day in January"),
+        ("30 2 * 3 0", "At 02:30, on Sunday in March"),
+        ("0 8 * 6,7 1-5", "At 08:00, Monday through Friday in June and July"),
     ],
 )
 def test_common_shapes_read_as_words(expression: str, words: str) -> None:

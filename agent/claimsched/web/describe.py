@@ -81,9 +81,13 @@ def _days(day: str, month: str, weekday: str) -> str | None:
         return _weekdays(weekday)
     days, months = _numbers(day), _numbers(month, _MONTH_NAMES)
     if weekday != "*" or days is None:
-        if day == "*" and weekday == "*" and months is not None:
-            return "every day in " + _listed([_MONTHS[m - 1] for m in months])
-        return None
+        if day != "*" or months is None:
+            return None
+        in_months = _listed([_MONTHS[m - 1] for m in months])
+        if weekday == "*":
+            return f"every day in {in_months}"
+        weekdays = _weekdays(weekday)
+        return None if weekdays is None else f"{weekdays or 'every day'} in {in_months}"
     if month == "*":
         return f"on day{'s' if len(days) > 1 else ''} {_listed(map(str, days))} of the month"
     if months is not None and len(months) == 1:
