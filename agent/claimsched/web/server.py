@@ -92,7 +92,7 @@ class Site:
     def _ok(self, as_json: bool, data: Callable[[], dict[str, Any]],
             page: Callable[[], str]) -> Response:
         if as_json:
-            return Response(HTTPStatus.OK, JSON, json.dumps(data(), indent=1).encode())
+            return Response(HTTPStatus.OK, JSON, json.dumps(data()).encode())
         return Response(HTTPStatus.OK, HTML, page().encode())
 
     def _error(self, status: HTTPStatus, reason: str, as_json: bool) -> Response:
