@@ -25,7 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .chaos.storm import FAULT_KINDS, ChaosConfig, run_seed, summary
+from .chaos.storm import ChaosConfig, run_seed, storm_arguments, storm_config, summary
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -152,30 +152,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="claimsched soak: chaos for a long time")
-    parser.add_argument("--replicas", type=int, default=10)
-    parser.add_argument("--jobs", type=int, default=30)
-    parser.add_argument("--duration", type=float, default=3600.0, help="seconds of faults")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--fault-rate", type=float, default=0.5, help="faults per second")
-    parser.add_argument("--kinds", default=",".join(FAULT_KINDS), help="fault kinds to draw")
-    parser.add_argument(
-        "--lapse-partitions",
-        action="store_true",
-        help="let maintenance move rows (exposes the partition-move race)",
-    )
+    storm_arguments(parser, ChaosConfig(seed=7, replicas=10, jobs=30, duration=3600.0))
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    cfg = ChaosConfig(
-        seed=args.seed,
-        replicas=args.replicas,
-        jobs=args.jobs,
-        duration=args.duration,
-        fault_rate=args.fault_rate,
-        kinds=tuple(k for k in args.kinds.split(",") if k),
-        lapse_partitions=args.lapse_partitions,
-        settle_timeout=120.0,
-        pg_settings=(("max_connections", "600"),),
-    )
+    cfg = storm_config(args, settle_timeout=120.0, pg_settings=(("max_connections", "600"),))
     folder = Path(tempfile.mkdtemp(prefix=f"claimsched-soak-{args.seed}-"))
     print(
         f"soak: R={cfg.replicas} J={cfg.jobs} {cfg.duration:.0f}s of faults, seed {cfg.seed}; "

@@ -1,8 +1,9 @@
-"""Waiting on a condition with a deadline: the one poll helper of every test."""
+"""Waiting on a condition with a deadline: the one poll helper of every test (and what it polls)."""
 
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -35,3 +36,12 @@ def wait_for(
                 tail = f"\n{text[-6000:]}"
             pytest.fail(f"timed out after {timeout}s waiting for {what}{tail}")
         time.sleep(interval)
+
+
+def http_ok(url: str, timeout: float = 1.0) -> bool:
+    """Whether GET `url` answers 200 now (a refused or slow connection is a no, not an error)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False

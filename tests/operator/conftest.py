@@ -24,7 +24,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers.kube_emulator import Served, serve_emulator
-from tests.helpers.polling import wait_for
+from tests.helpers.polling import http_ok, wait_for
 
 from claimsched.db import Store
 from claimsched.tools.postgres import free_port
@@ -75,12 +75,7 @@ class Operator:
     def _healthy(self) -> bool:
         assert self.process is not None
         assert self.process.poll() is None, f"operator exited:\n{self.log()[-4000:]}"
-        try:
-            url = f"http://127.0.0.1:{self.health_port}/healthz"
-            with urllib.request.urlopen(url, timeout=1) as response:
-                return bool(response.status == 200)
-        except OSError:
-            return False
+        return http_ok(f"http://127.0.0.1:{self.health_port}/healthz")
 
     def get(self, path: str) -> int:
         """The HTTP status of GET `path` on the health port."""

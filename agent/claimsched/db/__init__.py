@@ -6,6 +6,7 @@ from .migrations import SCHEMA_VERSION, ensure_partitions, maintain, migrate, sc
 from .owned import OwnedSchedules
 from .session import SessionOptions
 from .store import Store
+from .views import Views
 
 __all__ = [
     "NOTIFY_RUNS",
@@ -16,6 +17,7 @@ __all__ = [
     "Poller",
     "SessionOptions",
     "Store",
+    "Views",
     "compose",
     "connect",
     "ensure_partitions",

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import psycopg_pool
@@ -36,20 +36,21 @@ from .session import Pooling, SessionOptions, configure, detect_pooling, pooling
 log = logging.getLogger("claimsched.store")
 
 
+R = TypeVar("R")
+
+
+def _record(kind: type[R], row: dict[str, Any]) -> R:
+    """The record dataclass `kind` from a row holding its fields (a field with a default may
+    be missing)."""
+    names = [f.name for f in dataclasses.fields(kind)]  # type: ignore[arg-type]
+    return kind(**{name: row[name] for name in names if name in row})
+
+
 def _lease(row: dict[str, Any]) -> Lease:
-    return Lease(
-        id=row["id"],
-        job_name=row["job_name"],
-        fire_time=row["fire_time"],
-        attempt=row["attempt"],
-        lease_until=row["lease_until"],
-        started_at=row["started_at"],
-        lease_seconds=float(row["lease_seconds"]),
-        heartbeat_seconds=float(row["heartbeat_seconds"]),
-        max_attempts=row["max_attempts"],
-        retry_on_failure=row["retry_on_failure"],
-        kind=row.get("kind", "scheduled"),
-    )
+    lease = _record(Lease, row)
+    # numeric columns arrive as Decimal: a lease's seconds are floats to the agent
+    return dataclasses.replace(lease, lease_seconds=float(lease.lease_seconds),
+                               heartbeat_seconds=float(lease.heartbeat_seconds))
 
 
 class Store:
@@ -163,7 +164,7 @@ class Store:
 
     def _unhurried(self) -> psycopg.Connection[Any]:
         """For migrations and maintenance: they wait for locks and may take long, by design."""
-        return self.direct(replace(self.options, statement_timeout=0, lock_timeout=0))
+        return self.direct(dataclasses.replace(self.options, statement_timeout=0, lock_timeout=0))
 
     def migrate(self) -> list[int]:
         return retry_conflicts(self._migrate)
@@ -307,16 +308,9 @@ class Store:
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             row = cur.execute(query("housekeeping"), params).fetchone()
         assert row is not None
-        identity = DatabaseIdentity(row["system_identifier"], row["timeline"], row["durability"])
+        identity = _record(DatabaseIdentity, row)
         self.identity.observe(identity)
-        return Housekeeping(
-            orphaned=row["orphaned"],
-            exhausted=row["exhausted"],
-            overdue=row["overdue"],
-            claimable=row["claimable"],
-            db_now=row["db_now"],
-            identity=identity,
-        )
+        return dataclasses.replace(_record(Housekeeping, row), identity=identity)
 
     def poll(self, handlers: Sequence[str]) -> tuple[str, bool]:
         """Without LISTEN: a fingerprint of the schedules, and whether runs want an owner."""
