@@ -14,7 +14,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from tests.helpers.blackhole import Blackhole
 from tests.helpers.polling import wait_for
 
-from .support import FAST
+from .support import FAST, SLOW
 
 pytestmark = pytest.mark.slow
 
@@ -25,17 +25,7 @@ HEARTBEAT = 1
 def test_a_partitioned_owner_loses_its_run_at_the_lease_end_and_its_late_effect_is_refused(
     dsn: str, tmp_path: Path
 ) -> None:
-    jobs = [
-        {
-            "name": "slow",
-            "schedule": "@yearly",
-            "before": "first-half",
-            "after": "second-half",
-            "sleep": 6,
-            "lease_seconds": LEASE,
-            "heartbeat_seconds": HEARTBEAT,
-        }
-    ]
+    jobs = [{**SLOW, "sleep": 6, "lease_seconds": LEASE, "heartbeat_seconds": HEARTBEAT}]
     began = time.monotonic()
     with (
         Blackhole(int(conninfo_to_dict(dsn)["port"])) as proxy,

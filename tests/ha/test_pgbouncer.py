@@ -15,7 +15,7 @@ from bench.chaos.harness import replicas, store
 from tests.helpers.pgbouncer import pgbouncer
 from tests.helpers.polling import wait_for
 
-from .support import all_done_between, assert_exactly_once, done_count, first_fire_time, query
+from .support import SLOW, all_done_between, assert_exactly_once, done_count, first_fire_time, query
 
 pytestmark = pytest.mark.slow
 
@@ -30,15 +30,7 @@ JOBS = [
         "lease_seconds": 5,
         "heartbeat_seconds": 1,
     },
-    {
-        "name": "slow",
-        "schedule": "@yearly",
-        "before": "first-half",
-        "after": "second-half",
-        "sleep": 2,
-        "lease_seconds": 3,
-        "heartbeat_seconds": 1,
-    },
+    SLOW,
 ]
 
 
