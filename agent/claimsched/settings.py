@@ -154,8 +154,8 @@ class AgentSettings:
         "idle_in_transaction_timeout_seconds": Setting(
             float,
             60.0,
-            "idle_in_transaction_session_timeout, s (0: off): a run.once() block holds its "
-            "transaction open this long at most. Default 60.",
+            "idle_in_transaction_session_timeout of claimsched's connections, s (0: off); a "
+            "receipt's transaction (run.once()) is bounded by its run's lease. Default 60.",
             ge=0,
         ),
         "tcp_keepalive_seconds": Setting(
