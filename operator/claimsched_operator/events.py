@@ -62,6 +62,11 @@ def transitions(
         found.append(Event(WARNING, "Missed", (
             f"job {job}: {status.missed_runs.total - old_missed} occurrence(s) never ran"
             + (f" (latest {when})" if when else ""))))
+    if status.durability == "asynchronous" and old.get("durability") != "asynchronous":
+        found.append(Event(WARNING, "AsynchronousReplication", (
+            f"job {job}: its database replicates asynchronously: a failover can lose the last "
+            "claims and run an occurrence again (up to the replication lag); exactly-once "
+            "across a failover needs synchronous replication")))
     available = status.live_agents > 0
     if not available and new.enabled and agents_were_available is not False:
         found.append(Event(WARNING, "NoLiveAgent", (

@@ -92,3 +92,4 @@ class ObservedStatus(_Camel):
     failed_runs: FailedRuns = Field(alias="failedRuns")
     missed_runs: MissedRuns = Field(alias="missedRuns")
     live_agents: int = Field(0, alias="liveAgents")
+    durability: Literal["synchronous", "asynchronous", "standalone"] | None = None

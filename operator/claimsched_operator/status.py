@@ -195,6 +195,7 @@ def observe(
             last24h=missed_day, total=missed_all, last_missed_time=last_missed
         ),
         live_agents=int(row["live_agents"]),
+        durability=row["durability"],
     )
     return Observation(job, status, int(row["exhausted_day"]), bool(row["enabled"]), inputs)
 
@@ -203,7 +204,7 @@ def observe(
 _STATUS_COLUMNS = (
     "enabled", "active_runs", "orphaned_current", "orphaned_day", "failed_day", "exhausted_day",
     "last_fire_time", "last_status", "last_attempt", "last_claimed_by", "last_started_at",
-    "last_finished_at", "last_error", "last_successful_time", "live_agents",
+    "last_finished_at", "last_error", "last_successful_time", "live_agents", "durability",
 )
 
 

@@ -50,7 +50,8 @@ RETURNING job_name
 -- name: operator_status
 -- Everything the status of every given job needs, in one statement: the schedule's windows
 -- for missed-run counting (`day_start`/`history_start` to `settled_end`, by fire time), run
--- counters, the latest run, the latest success, and the live agents that handle the job.
+-- counters, the latest run, the latest success, the live agents that handle the job, and how
+-- durable a commit is on this database (the same on every row).
 -- Occurrences at or before active_since never run; a disabled row stops counting at its
 -- last change; occurrences younger than catch-up window + lease may still be claimed.
 WITH jobs AS (
@@ -102,6 +103,7 @@ SELECT j.job_name, j.enabled, j.active_since, j.day_start, j.history_start, j.se
        last.finished_at AS last_finished_at, last.error AS last_error,
        success.fire_time AS last_successful_time,
        coalesce(live.agents, 0) AS live_agents,
+       (SELECT durability FROM database_identity()) AS durability,
        now() AS db_now
 FROM jobs j
 LEFT JOIN counted c ON c.job_name = j.job_name
