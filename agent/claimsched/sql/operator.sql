@@ -8,32 +8,11 @@
 WITH before AS (
     SELECT s.owner FROM job_schedule s WHERE s.job_name = %(job_name)s
 ), written AS (
-    INSERT INTO job_schedule AS s (job_name, schedule, time_zone, enabled, lease_seconds,
-            heartbeat_seconds, max_attempts, retry_on_failure, concurrency_policy,
-            catch_up_window_seconds, catch_up_policy, max_runtime_seconds, source, owner)
-    VALUES (%(job_name)s, %(schedule)s, %(time_zone)s, %(enabled)s, %(lease_seconds)s,
-            %(heartbeat_seconds)s, %(max_attempts)s, %(retry_on_failure)s,
-            %(concurrency_policy)s, %(catch_up_window_seconds)s, %(catch_up_policy)s,
-            %(max_runtime_seconds)s, 'operator', %(owner)s)
-    ON CONFLICT (job_name) DO UPDATE
-    SET (schedule, time_zone, enabled, lease_seconds, heartbeat_seconds, max_attempts,
-         retry_on_failure, concurrency_policy, catch_up_window_seconds, catch_up_policy,
-         max_runtime_seconds, source, owner)
-      = (EXCLUDED.schedule, EXCLUDED.time_zone, EXCLUDED.enabled, EXCLUDED.lease_seconds,
-         EXCLUDED.heartbeat_seconds, EXCLUDED.max_attempts, EXCLUDED.retry_on_failure,
-         EXCLUDED.concurrency_policy, EXCLUDED.catch_up_window_seconds,
-         EXCLUDED.catch_up_policy, EXCLUDED.max_runtime_seconds, 'operator', EXCLUDED.owner)
+    INSERT INTO job_schedule AS s (job_name, {spec_columns})
+    VALUES (%(job_name)s, {spec_values})
+    ON CONFLICT (job_name) DO UPDATE SET ({spec_columns}) = ROW({spec_excluded})
     WHERE (s.owner IS NULL OR s.owner = EXCLUDED.owner)
-      AND ROW(s.schedule, s.time_zone, s.enabled, s.lease_seconds, s.heartbeat_seconds,
-              s.max_attempts, s.retry_on_failure, s.concurrency_policy,
-              s.catch_up_window_seconds, s.catch_up_policy, s.max_runtime_seconds, s.source,
-              s.owner)
-          IS DISTINCT FROM
-          ROW(EXCLUDED.schedule, EXCLUDED.time_zone, EXCLUDED.enabled, EXCLUDED.lease_seconds,
-              EXCLUDED.heartbeat_seconds, EXCLUDED.max_attempts, EXCLUDED.retry_on_failure,
-              EXCLUDED.concurrency_policy, EXCLUDED.catch_up_window_seconds,
-              EXCLUDED.catch_up_policy, EXCLUDED.max_runtime_seconds, 'operator',
-              EXCLUDED.owner)
+      AND ROW({spec_current}) IS DISTINCT FROM ROW({spec_excluded})
     RETURNING (xmax = 0) AS created
 )
 SELECT (SELECT owner FROM before) AS owner,

@@ -18,39 +18,18 @@ INSERT INTO schema_version (version) VALUES (%(version)s) ON CONFLICT (version) 
 SELECT to_regclass('schema_version') IS NOT NULL AS present
 
 -- name: load_schedules
--- Every schedule, with a fingerprint of the table so agents can tell when to re-read it.
-SELECT job_name, schedule, time_zone, enabled, lease_seconds, heartbeat_seconds, max_attempts,
-       retry_on_failure, concurrency_policy, catch_up_window_seconds, catch_up_policy,
-       max_runtime_seconds, source, owner, active_since, updated_at
+-- Every schedule, with the database's bookkeeping. {spec_columns} is the list in specs.py.
+SELECT job_name, {spec_columns}, active_since, updated_at
 FROM job_schedule
 ORDER BY job_name
 
 -- name: upsert_schedule
 -- Create or replace a schedule. Code declarations never overwrite another source's row.
-INSERT INTO job_schedule AS s (job_name, schedule, time_zone, enabled, lease_seconds,
-        heartbeat_seconds, max_attempts, retry_on_failure, concurrency_policy,
-        catch_up_window_seconds, catch_up_policy, max_runtime_seconds, source, owner)
-VALUES (%(job_name)s, %(schedule)s, %(time_zone)s, %(enabled)s, %(lease_seconds)s,
-        %(heartbeat_seconds)s, %(max_attempts)s, %(retry_on_failure)s, %(concurrency_policy)s,
-        %(catch_up_window_seconds)s, %(catch_up_policy)s, %(max_runtime_seconds)s, %(source)s,
-        %(owner)s)
-ON CONFLICT (job_name) DO UPDATE SET
-    schedule = EXCLUDED.schedule, time_zone = EXCLUDED.time_zone, enabled = EXCLUDED.enabled,
-    lease_seconds = EXCLUDED.lease_seconds, heartbeat_seconds = EXCLUDED.heartbeat_seconds,
-    max_attempts = EXCLUDED.max_attempts, retry_on_failure = EXCLUDED.retry_on_failure,
-    concurrency_policy = EXCLUDED.concurrency_policy,
-    catch_up_window_seconds = EXCLUDED.catch_up_window_seconds,
-    catch_up_policy = EXCLUDED.catch_up_policy, max_runtime_seconds = EXCLUDED.max_runtime_seconds,
-    source = EXCLUDED.source, owner = EXCLUDED.owner
+INSERT INTO job_schedule AS s (job_name, {spec_columns})
+VALUES (%(job_name)s, {spec_values})
+ON CONFLICT (job_name) DO UPDATE SET ({spec_columns}) = ROW({spec_excluded})
 WHERE (EXCLUDED.source <> 'code' OR s.source = 'code')
-  AND (s.schedule, s.time_zone, s.enabled, s.lease_seconds, s.heartbeat_seconds, s.max_attempts,
-       s.retry_on_failure, s.concurrency_policy, s.catch_up_window_seconds, s.catch_up_policy,
-       s.max_runtime_seconds, s.source, s.owner)
-      IS DISTINCT FROM
-      (EXCLUDED.schedule, EXCLUDED.time_zone, EXCLUDED.enabled, EXCLUDED.lease_seconds,
-       EXCLUDED.heartbeat_seconds, EXCLUDED.max_attempts, EXCLUDED.retry_on_failure,
-       EXCLUDED.concurrency_policy, EXCLUDED.catch_up_window_seconds, EXCLUDED.catch_up_policy,
-       EXCLUDED.max_runtime_seconds, EXCLUDED.source, EXCLUDED.owner)
+  AND ROW({spec_current}) IS DISTINCT FROM ROW({spec_excluded})
 RETURNING job_name, (xmax = 0) AS created
 
 -- name: disable_schedule
