@@ -30,13 +30,12 @@ from rich.live import Live
 
 from . import demo_app as app
 from . import demo_view as view
-from .db import Store, redact_dsn
+from .db import Store, checked_schema, redact_dsn
 from .demo_app import Fleet
 from .demo_view import Effects, Frame, Key, LogTail, Observations
 from .embedded import TemporaryPostgres
 from .errors import ConfigurationError
 from .schedules import Schedule
-from .settings import SCHEMA_NAME
 
 DEMO_SCHEMA = "claimsched_demo"
 POLL_SECONDS = 0.25
@@ -133,9 +132,7 @@ class Scenario:
 def _schema(args: argparse.Namespace) -> str:
     default = os.environ.get("CLAIMSCHED_SCHEMA", "claimsched")
     schema = str(args.schema) if args.schema != default else DEMO_SCHEMA
-    if not SCHEMA_NAME.match(schema):
-        raise ConfigurationError(f"invalid schema name {schema!r}: use a-z, 0-9 and _")
-    return schema
+    return checked_schema(schema)
 
 
 def verdict(

@@ -1,12 +1,13 @@
 """Everything that talks to Postgres. The only package that imports psycopg."""
 
-from .connection import connect, redact_dsn
+from .connection import checked_schema, connect, redact_dsn
 from .migrations import SCHEMA_VERSION, ensure_partitions, maintain, migrate, schema_version
 from .store import Store
 
 __all__ = [
     "SCHEMA_VERSION",
     "Store",
+    "checked_schema",
     "connect",
     "ensure_partitions",
     "maintain",

@@ -10,14 +10,17 @@ from typing import Any, ParamSpec, TypeVar
 import psycopg
 import psycopg_pool
 from psycopg import errors as pgerrors
+from psycopg import sql
 
 from ..errors import (
     AuthenticationFailed,
+    ConfigurationError,
     DatabaseConflict,
     DatabaseError,
     DatabaseUnavailable,
     InvalidSpec,
 )
+from ..settings import schema_name
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -65,6 +68,19 @@ def translated() -> Iterator[None]:
         raise translate(exc) from exc
 
 
+def checked_schema(schema: str) -> str:
+    """The schema name, or ConfigurationError saying why Postgres cannot hold it."""
+    try:
+        return schema_name(schema)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+def search_path(conn: psycopg.Connection[Any], schema: str) -> str:
+    """claimsched's schema first, quoted: `MySchema` stays "MySchema" (not myschema)."""
+    return sql.SQL("{}, public").format(sql.Identifier(schema)).as_string(conn)
+
+
 def connect(
     dsn: str, schema: str, *, autocommit: bool = True, timeout: float = 5.0
 ) -> psycopg.Connection[Any]:
@@ -80,7 +96,7 @@ def _configure_session(conn: psycopg.Connection[Any], schema: str) -> None:
     than running it, 80 ms of the operator's status refresh)."""
     conn.execute(
         "SELECT set_config('search_path', %s, false), set_config('jit', 'off', false)",
-        [f"{schema}, public"],
+        [search_path(conn, schema)],
     )
     if not conn.autocommit:
         conn.commit()

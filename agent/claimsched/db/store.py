@@ -19,7 +19,7 @@ from ..errors import LeaseLost, UnknownJob
 from ..records import Candidate, ClaimResult, Completion, Housekeeping, Lease
 from ..specs import JobSpec, ScheduleRecord
 from . import migrations
-from .connection import connect, make_pool, redact_dsn, translated
+from .connection import checked_schema, connect, make_pool, redact_dsn, search_path, translated
 from .queries import query
 
 log = logging.getLogger("claimsched.store")
@@ -58,7 +58,7 @@ class Store:
     ) -> None:
         if pool is None and not dsn:
             raise ValueError("a Store needs a dsn or a pool")
-        self.schema = schema
+        self.schema = checked_schema(schema)
         self.dsn: str = dsn or str(pool.conninfo)  # type: ignore[union-attr]
         self._own_pool = pool is None
         self.pool = pool or make_pool(self.dsn, schema, max_size, name)
@@ -288,7 +288,7 @@ class Store:
         self, conn: psycopg.Connection[Any], params: dict[str, Any]
     ) -> tuple[bool, bool]:
         previous = conn.execute("SELECT current_setting('search_path')").fetchone()[0]  # type: ignore[index]
-        conn.execute("SELECT set_config('search_path', %s, true)", [f"{self.schema}, public"])
+        conn.execute("SELECT set_config('search_path', %s, true)", [search_path(conn, self.schema)])
         try:
             row = conn.execute(query("effect"), params).fetchone()
         finally:
