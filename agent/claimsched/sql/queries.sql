@@ -182,7 +182,11 @@ WHERE r.id = h.id AND r.fire_time = h.fire_time AND r.attempt = h.attempt
 RETURNING r.id
 
 -- name: complete
--- Record the outcome of finished runs (batched), fenced by owner, attempt and a live lease.
+-- Record the outcome of finished runs (batched), fenced by owner and attempt (the fencing
+-- token). The lease need not be alive: a handler that finished while the database was away
+-- longer than its lease is recorded if nobody took the run over meanwhile (still running, or
+-- orphaned by the reaper but not reclaimed: a reclaim sets a new owner and attempt). A run
+-- fenced out for good (failed: max_runtime, Replace, attempts exhausted) stays as it is.
 -- A failure is retried later when its job allows it and attempts remain.
 UPDATE job_runs r
 SET status = c.status, finished_at = now(), error = c.error, lease_until = now(),
@@ -193,7 +197,7 @@ FROM unnest(%(ids)s::bigint[], %(fire_times)s::timestamptz[], %(attempts)s::inte
             %(max_attempts)s::integer[], %(backoffs)s::double precision[])
      AS c(id, fire_time, attempt, status, error, retry, max_attempts, backoff)
 WHERE r.id = c.id AND r.fire_time = c.fire_time AND r.attempt = c.attempt
-  AND r.claimed_by = %(agent_id)s AND r.status = 'running' AND r.lease_until > now()
+  AND r.claimed_by = %(agent_id)s AND r.status IN ('running', 'orphaned')
 RETURNING r.id, r.retry_at
 
 -- name: housekeeping
