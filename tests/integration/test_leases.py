@@ -200,8 +200,20 @@ def test_released_runs_are_orphaned_at_once_for_another_replica(store: Store) ->
     assert taken.attempt == 2
 
 
-def test_trigger_and_backfill_requests_run_once(store: Store) -> None:
+def test_a_requested_occurrence_does_not_start_before_its_fire_time(store: Store) -> None:
     store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s"))
+    (soon,) = sql(store.dsn, "SELECT date_trunc('second', now()) + interval '3 seconds'")[0]
+    assert store.request_runs("job", [soon], "backfill") == [soon]
+    assert store.reclaim("a", ["job"], 4) == []
+    assert not store.housekeeping("a", ["job"], PRESENCE).claimable
+    (taken,) = wait_for(lambda: store.reclaim("a", ["job"], 4), timeout=10, what="the fire time")
+    assert taken.fire_time == soon and taken.started_at >= soon
+
+
+def test_trigger_and_backfill_requests_run_once(store: Store) -> None:
+    store.upsert_schedule(
+        job_spec(job_name="job", schedule="@every 1s", concurrency_policy="Allow")
+    )
     times = [past(30), past(20)]
     assert store.request_runs("job", times, "backfill") == times
     assert store.request_runs("job", times, "backfill") == []

@@ -150,13 +150,14 @@ LEFT JOIN ins i ON i.job_name = c.job_name AND i.fire_time = c.fire_time
 ORDER BY c.ord
 
 -- name: reclaim
--- Take over runs that want an owner: manual/backfill requests (pending), orphans, and failed
--- runs whose retry is due. attempt + 1 is the new fencing token.
+-- Take over runs that want an owner: manual/backfill requests (pending) whose fire time has
+-- come, orphans, and failed runs whose retry is due. attempt + 1 is the new fencing token.
 WITH picked AS (
     SELECT r.id, r.fire_time
     FROM job_runs r
     WHERE r.job_name = ANY(%(jobs)s::text[])
-      AND (r.status IN ('pending', 'orphaned') OR (r.status = 'failed' AND r.retry_at <= now()))
+      AND ((r.status = 'pending' AND r.fire_time <= now()) OR r.status = 'orphaned'
+           OR (r.status = 'failed' AND r.retry_at <= now()))
     ORDER BY r.fire_time
     LIMIT %(capacity)s
     FOR UPDATE OF r SKIP LOCKED
@@ -241,7 +242,7 @@ SELECT (SELECT count(*) FROM presence) AS present,
        (SELECT count(*) FROM overdue) AS overdue,
        EXISTS (SELECT 1 FROM job_runs r
                WHERE r.job_name = ANY(%(handlers)s::text[])
-                 AND (r.status IN ('pending', 'orphaned')
+                 AND ((r.status = 'pending' AND r.fire_time <= now()) OR r.status = 'orphaned'
                       OR (r.status = 'failed' AND r.retry_at <= now())))
        OR EXISTS (SELECT 1 FROM expired
                   WHERE status = 'orphaned' AND job_name = ANY(%(handlers)s::text[]))
