@@ -44,6 +44,19 @@ def _lease(row: dict[str, Any]) -> Lease:
     )
 
 
+def claim_params(agent_id: str, candidates: Sequence[Candidate], capacity: int) -> dict[str, Any]:
+    """The parameters of the `claim` query: the candidates as parallel arrays."""
+    return {
+        "agent_id": agent_id,
+        "capacity": capacity,
+        "jobs": [c.job_name for c in candidates],
+        "fire_times": [c.fire_time for c in candidates],
+        "wants": [c.want for c in candidates],
+        "reasons": [c.reason for c in candidates],
+        "latest": [c.latest for c in candidates],
+    }
+
+
 class Store:
     """A pool of connections to one claimsched schema, and the statements claimsched sends."""
 
@@ -159,15 +172,7 @@ class Store:
 
         None when `proceed()` said no once a connection was at hand (the agent began to stop
         while it waited for the database): nothing was claimed."""
-        params = {
-            "agent_id": agent_id,
-            "capacity": capacity,
-            "jobs": [c.job_name for c in candidates],
-            "fire_times": [c.fire_time for c in candidates],
-            "wants": [c.want for c in candidates],
-            "reasons": [c.reason for c in candidates],
-            "latest": [c.latest for c in candidates],
-        }
+        params = claim_params(agent_id, candidates, capacity)
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             if not proceed():
                 return None
