@@ -18,6 +18,8 @@ from claimsched.db import Store
 from claimsched.processes import spawn_agent
 
 REPO = Path(__file__).resolve().parents[2]
+# Agent processes run this checkout's code (not whatever claimsched the virtualenv installed).
+CHILD_PYTHONPATH = os.pathsep.join(str(p) for p in (REPO / "agent", REPO / "operator", REPO))
 
 
 def faketime_library() -> str:
@@ -89,7 +91,7 @@ class Replicas:
                 "CLAIMSCHED_SHUTDOWN_GRACE_SECONDS": "5",
                 "CLAIMSCHED_LOG_LEVEL": "DEBUG",
                 "APP_JOBS": json.dumps(self.jobs),
-                "PYTHONPATH": str(REPO),
+                "PYTHONPATH": CHILD_PYTHONPATH,
                 **self.settings,
                 **settings,
             }

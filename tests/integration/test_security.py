@@ -26,6 +26,7 @@ from claimsched import Agent, Run
 from claimsched.db import Store
 from claimsched.embedded import TemporaryPostgres
 from claimsched.processes import spawn_agent
+from tests.chaos.harness import CHILD_PYTHONPATH
 
 from .support import runs, wait_for
 
@@ -635,7 +636,7 @@ def test_an_agent_process_at_debug_level_never_logs_the_password(
             "CLAIMSCHED_DSN": uri,
             "CLAIMSCHED_LOG_LEVEL": "DEBUG",
             "CLAIMSCHED_HOUSEKEEPING_SECONDS": "0.3",
-            "PYTHONPATH": str(REPO),
+            "PYTHONPATH": CHILD_PYTHONPATH,
             "APP_JOBS": json.dumps(
                 [
                     {
