@@ -19,17 +19,19 @@ from typing import Any, TypeVar
 from . import metrics
 from .claims import SETTLED, Planner
 from .clock import DbClock
-from .db import SCHEMA_VERSION, Store
-from .db.store import NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener
+from .db import NOTIFY_RUNS, NOTIFY_SCHEDULES, SCHEMA_VERSION, Listener, Store
+from .effects import Effects
 from .errors import ClaimschedError, ConfigurationError, DatabaseError, InvalidSchedule
-from .leases import Heartbeat
+from .health import DatabaseHealth
+from .heartbeat import Heartbeat
+from .housekeeping import Housekeeper, presence
 from .logs import AgentLog
-from .reaper import Housekeeper
 from .records import Lease
+from .runs import Run
 from .schedules import Schedule
 from .settings import AgentSettings
 from .specs import JobSpec, ScheduleRecord, job_spec, validate_job_name
-from .supervision import DatabaseHealth, Supervisor
+from .supervisor import Supervisor
 from .workers import Handler, Workers
 
 H = TypeVar("H", bound=Handler)
@@ -94,16 +96,31 @@ class Agent:
         self._started = False
         self.supervisor = Supervisor(self.log, self._die)
         self.health = DatabaseHealth(self.log, self._recovered)
+        agent_id = self.agent_id
+        store = self.store
         self.workers = Workers(
-            self,
             self.settings.max_concurrency,
-            self.log,
-            self.health,
-            self._wake.set,
-            self.settings.retry_backoff_seconds,
+            new_run=lambda lease: Run(lease, Effects(store.receipts, agent_id, lease), agent_id),
+            complete=lambda done: store.complete(agent_id, done),
+            log=self.log,
+            health=self.health,
+            on_change=self._wake.set,
+            on_retry=self.retry_at,
+            backoff_base=self.settings.retry_backoff_seconds,
         )
-        self.heartbeat = Heartbeat(self, self.workers, self.log, self.health)
-        self.housekeeper = Housekeeper(self)
+        self.heartbeat = Heartbeat(
+            lambda leases: store.heartbeat(agent_id, leases), self.workers, self.log, self.health
+        )
+        about = presence(self.settings.housekeeping_seconds)
+        self.housekeeper = Housekeeper(
+            lambda: store.housekeeping(agent_id, self.handlers, about),
+            period=self.settings.housekeeping_seconds,
+            clock=self.clock,
+            log=self.log,
+            health=self.health,
+            on_reaped=self.heartbeat.kick,
+            on_claimable=self.want_reclaim,
+        )
         self._listener: Listener | None = None
 
     # -- registration ------------------------------------------------------------------------
@@ -141,6 +158,8 @@ class Agent:
             return
         if not self._handlers:
             raise ConfigurationError("the agent has no jobs: register handlers with @agent.job")
+        if self.settings.metrics_port is not None:
+            metrics.require()
         self.store.open(timeout=10.0)
         self._listener = self.store.listener()
         try:

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from . import logs
+from . import logs, tables
 from .agent import Agent
 from .db import Store, redact_dsn
 from .errors import ClaimschedError, ConfigurationError, InvalidSpec, UnknownJob
@@ -25,13 +25,6 @@ from .specs import load_claimschedules
 from .version import __version__
 
 MAX_BACKFILL = 10_000
-
-
-def _console(stderr: bool = False) -> Any:
-    """rich, imported only by commands that print for people (the agent never needs it)."""
-    from rich.console import Console
-
-    return Console(stderr=stderr, soft_wrap=True)
 
 
 def _store(args: argparse.Namespace, *, check: bool = True) -> Store:
@@ -49,11 +42,6 @@ def _store(args: argparse.Namespace, *, check: bool = True) -> Store:
     return store
 
 
-def _progress(text: str) -> Any:
-    err = _console(stderr=True)
-    return err.status(text) if err.is_terminal else nullcontext()
-
-
 def _iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat() if value else None
 
@@ -64,14 +52,7 @@ def _emit(
     if args.json:
         print(json.dumps(rows, default=str, indent=2))
         return
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left")
-    for column in columns:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
-    _console().print(table)
+    print(tables.render(title, columns, rows))
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -80,7 +61,7 @@ def _emit(
 def cmd_migrate(args: argparse.Namespace) -> int:
     store = _store(args, check=False)
     try:
-        with _progress("migrating"):
+        with tables.progress("migrating"):
             applied = store.migrate()
         version = store.schema_version()
     finally:
@@ -90,14 +71,14 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
     else:
         done = ", ".join(map(str, applied)) if applied else "nothing to do"
-        _console().print(f"schema {args.schema} at version {version} (applied: {done})")
+        print(f"schema {args.schema} at version {version} (applied: {done})")
     return 0
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
     store = _store(args, check=False)
     try:
-        with _progress("maintaining partitions and retention"):
+        with tables.progress("maintaining partitions and retention"):
             summary = store.maintain(args.retention_days)
     finally:
         store.close()
@@ -129,7 +110,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         print(json.dumps(results))
     else:
         for row in results:
-            _console().print(f"claimschedule/{row['job']} {row['result']}")
+            print(f"claimschedule/{row['job']} {row['result']}")
     return 0
 
 
@@ -277,7 +258,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
             raise InvalidSpec(
                 f"backfill: more than {MAX_BACKFILL} occurrences; use a shorter range"
             )
-        with _progress(f"queueing {len(occurrences)} occurrences"):
+        with tables.progress(f"queueing {len(occurrences)} occurrences"):
             queued = store.request_runs(args.job, occurrences, "backfill") if occurrences else []
     finally:
         store.close()
@@ -303,6 +284,8 @@ def _tick() -> Any:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("rich") is None:
+        raise ConfigurationError("the demo needs rich: pip install 'claimsched[demo]'")
     from .demo import run_demo
 
     return run_demo(args)

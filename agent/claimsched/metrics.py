@@ -8,8 +8,11 @@ metrics it creates; histograms observe nothing before serve() (runs start after 
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 from typing import Any, Protocol
+
+from .errors import ConfigurationError
 
 _LOCK = threading.Lock()  # guards the stand-ins' totals and their hand-over to real metrics
 _ALL: list[_Metric] = []
@@ -144,8 +147,18 @@ COMPLETIONS_REFUSED = Counter(
 )
 
 
+def require() -> None:
+    """Fail clearly, before anything starts, when metrics are asked for but not installed."""
+    if importlib.util.find_spec("prometheus_client") is None:
+        raise ConfigurationError(
+            "metrics need prometheus_client, which is not installed: "
+            "pip install 'claimsched[metrics]' (or unset CLAIMSCHED_METRICS_PORT)"
+        )
+
+
 def serve(port: int) -> None:
     """Serve /metrics on this port (0 picks a free one), turning the stand-ins into real metrics."""
+    require()
     from prometheus_client import start_http_server
 
     with _LOCK:

@@ -7,13 +7,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .effects import Effects
 from .logs import AgentLog
 from .records import Lease
-
-if TYPE_CHECKING:
-    from .db.store import Store
 
 
 class Run:
@@ -23,8 +21,8 @@ class Run:
     at shutdown): the handler should stop, and `effect()`/`once()` raise `LeaseLost`.
     """
 
-    def __init__(self, store: Store, agent_id: str, lease: Lease) -> None:
-        self._store = store
+    def __init__(self, lease: Lease, effects: Effects, agent_id: str) -> None:
+        self._effects = effects
         self._lease = lease
         self.agent_id = agent_id
         self.lost = threading.Event()
@@ -70,12 +68,12 @@ class Run:
         so the app's own write and its receipt commit together. Raises LeaseLost when this run
         no longer owns its occurrence.
         """
-        return self._store.effect(self.agent_id, self._lease, key, conn)
+        return self._effects.record(key, conn)
 
     @contextmanager
     def once(self, key: str) -> Iterator[bool]:
         """`with run.once(key) as first:` — the receipt commits only if the block succeeds."""
-        with self._store.once(self.agent_id, self._lease, key) as first:
+        with self._effects.once(key) as first:
             yield first
 
     def __repr__(self) -> str:

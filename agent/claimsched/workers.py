@@ -7,18 +7,21 @@ import inspect
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from . import metrics
 from .errors import DatabaseError
+from .health import DatabaseHealth
 from .logs import AgentLog
 from .records import Completion, Lease
 from .runs import Run
-from .supervision import DatabaseHealth
 
 Handler = Callable[[Run], Any]
+#: Records finished runs; returns {run id: retry_at or None} for the runs that were still owned.
+Complete = Callable[[Sequence[Completion]], dict[int, datetime | None]]
 _NOTHING = object()
 IDLE_SECONDS = 60.0  # a worker thread with nothing to run for this long ends
 
@@ -39,22 +42,29 @@ class Workers:
     more than a trivial handler) and end after IDLE_SECONDS without work. A new thread is
     started only when none is idle, so a handler that hangs after its lease was lost never
     holds up the runs that take its slot.
+
+    `new_run` makes the handle a handler gets; `complete` records finished runs; `on_change` is
+    called when a slot frees up, `on_retry` with the time a failed run will want an owner again.
     """
 
     def __init__(
         self,
-        agent: Any,
         size: int,
+        new_run: Callable[[Lease], Run],
+        complete: Complete,
         log: AgentLog,
         health: DatabaseHealth,
         on_change: Callable[[], None],
+        on_retry: Callable[[datetime], None],
         backoff_base: float,
     ) -> None:
-        self._agent = agent
         self.size = size
+        self._new_run = new_run
+        self._complete = complete
         self._log = log
         self._health = health
         self._on_change = on_change
+        self._on_retry = on_retry
         self._backoff_base = backoff_base
         self._lock = threading.Lock()
         self._slots: dict[int, Slot] = {}
@@ -75,7 +85,7 @@ class Workers:
             return list(self._slots.values())
 
     def start(self, lease: Lease, handler: Handler) -> Run:
-        run = Run(self._agent.store, self._agent.agent_id, lease)
+        run = self._new_run(lease)
         now = time.monotonic()
         slot = Slot(run, renewed_at=now, deadline=now + lease.lease_seconds)
         with self._lock:
@@ -189,7 +199,7 @@ class Workers:
             if not pending:
                 continue
             try:
-                recorded = self._agent.store.complete(self._agent.agent_id, pending)
+                recorded = self._complete(pending)
             except DatabaseError as exc:
                 retry_in = self._health.failed(exc)
                 if closing:
@@ -202,7 +212,7 @@ class Workers:
                 self._recorded(done, done.lease.id in recorded, recorded.get(done.lease.id))
             pending = []
 
-    def _recorded(self, done: Completion, owned: bool, retry_at: Any) -> None:
+    def _recorded(self, done: Completion, owned: bool, retry_at: datetime | None) -> None:
         lease = done.lease
         fields = {
             "job": lease.job_name,
@@ -220,7 +230,7 @@ class Workers:
         metrics.RUNS.labels(lease.job_name, done.status).inc()
         self._log.info("run %s", done.status, extra={**fields, "action": done.status})
         if retry_at is not None:
-            self._agent.retry_at(retry_at)
+            self._on_retry(retry_at)
 
     def close(self) -> None:
         self._done.put(None)

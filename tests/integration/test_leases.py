@@ -7,6 +7,7 @@ import pytest
 
 from claimsched import LeaseLost
 from claimsched.db import Store
+from claimsched.effects import Effects
 from claimsched.records import Candidate, Completion, Lease
 from claimsched.specs import job_spec
 
@@ -21,6 +22,11 @@ def _claimed(store: Store, agent: str = "a", ago: float = 5, **fields: object) -
     _, results = store.claim(agent, [Candidate("job", past(ago))], 4)
     assert results[0].lease is not None
     return results[0].lease
+
+
+def _effects(store: Store, agent: str, lease: Lease) -> Effects:
+    """The receipts of `agent`'s run under `lease`, as its handler's `run.effect` uses them."""
+    return Effects(store.receipts, agent, lease)
 
 
 def _expire(store: Store) -> None:
@@ -119,19 +125,19 @@ def test_an_expired_lease_refuses_effects_even_before_the_reaper_runs(store: Sto
     lease = _claimed(store)
     _expire(store)
     with pytest.raises(LeaseLost):
-        store.effect("a", lease, "mail:1")
+        _effects(store, "a", lease).record("mail:1")
     assert sql(store.dsn, "SELECT count(*) FROM job_effects") == [(0,)]
 
 
 def test_an_effect_is_recorded_once_per_occurrence_across_attempts(store: Store) -> None:
     lease = _claimed(store)
-    assert store.effect("a", lease, "mail:1") is True
-    assert store.effect("a", lease, "mail:1") is False
+    assert _effects(store, "a", lease).record("mail:1") is True
+    assert _effects(store, "a", lease).record("mail:1") is False
     _expire(store)
     store.housekeeping("b", ["job"], PRESENCE)
     (taken,) = store.reclaim("b", ["job"], 4)
-    assert store.effect("b", taken, "mail:1") is False
-    assert store.effect("b", taken, "mail:2") is True
+    assert _effects(store, "b", taken).record("mail:1") is False
+    assert _effects(store, "b", taken).record("mail:2") is True
 
 
 def test_an_effect_joins_the_callers_transaction(store: Store) -> None:
@@ -140,25 +146,25 @@ def test_an_effect_joins_the_callers_transaction(store: Store) -> None:
         conn.execute("CREATE TABLE public.sent (id text)")
         conn.commit()
         conn.execute("INSERT INTO public.sent VALUES ('x')")
-        assert store.effect("a", lease, "sent:x", conn=conn) is True
+        assert _effects(store, "a", lease).record("sent:x", conn=conn) is True
         conn.rollback()
         assert conn.execute("SHOW search_path").fetchone() == ('"$user", public',)
     assert sql(store.dsn, "SELECT count(*) FROM job_effects") == [(0,)]
     with psycopg.connect(store.dsn) as conn:
         conn.execute("INSERT INTO public.sent VALUES ('x')")
-        assert store.effect("a", lease, "sent:x", conn=conn) is True
+        assert _effects(store, "a", lease).record("sent:x", conn=conn) is True
     assert sql(store.dsn, "SELECT count(*) FROM job_effects") == [(1,)]
     assert sql(store.dsn, "SELECT count(*) FROM public.sent") == [(1,)]
 
 
 def test_once_commits_the_receipt_only_when_the_block_succeeds(store: Store) -> None:
     lease = _claimed(store)
-    with pytest.raises(RuntimeError), store.once("a", lease, "k") as first:
+    with pytest.raises(RuntimeError), _effects(store, "a", lease).once("k") as first:
         assert first
         raise RuntimeError("the side effect failed")
-    with store.once("a", lease, "k") as first:
+    with _effects(store, "a", lease).once("k") as first:
         assert first
-    with store.once("a", lease, "k") as first:
+    with _effects(store, "a", lease).once("k") as first:
         assert not first
 
 

@@ -46,13 +46,19 @@ def test_a_mixed_case_schema_holds_every_table_and_public_holds_none(
         _, results = store.claim("a", [Candidate("job", past(2))], 4)
         assert [r.outcome for r in results] == ["claimed"]
         lease = results[0].lease
-        assert lease is not None and store.effect("a", lease, "mail:1") is True
+        assert lease is not None
+        assert store.receipts.record("a", lease, "mail:1") == (True, True)
+        with psycopg.connect(empty_dsn) as app:  # the app's own transaction and search_path
+            assert store.receipts.record("a", lease, "mail:2", app) == (True, True)
     finally:
         store.close()
     assert _tables(empty_dsn) == {"MySchema": TABLES}
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        counted = conn.execute('SELECT count(*) FROM "MySchema".job_runs').fetchone()
-        assert counted == (1,)
+        counted = conn.execute(
+            'SELECT (SELECT count(*) FROM "MySchema".job_runs), '
+            '(SELECT count(*) FROM "MySchema".job_effects)'
+        ).fetchone()
+        assert counted == (1, 2)
 
 
 def test_the_agent_and_the_operator_take_the_same_names(empty_dsn: str) -> None:

@@ -1,11 +1,15 @@
 """Everything that talks to Postgres. The only package that imports psycopg."""
 
 from .connection import checked_schema, connect, redact_dsn
+from .listener import NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener
 from .migrations import SCHEMA_VERSION, ensure_partitions, maintain, migrate, schema_version
 from .store import Store
 
 __all__ = [
+    "NOTIFY_RUNS",
+    "NOTIFY_SCHEDULES",
     "SCHEMA_VERSION",
+    "Listener",
     "Store",
     "checked_schema",
     "connect",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import psycopg
 import psycopg_pool
@@ -21,9 +21,6 @@ from ..errors import (
     InvalidSpec,
 )
 from ..settings import schema_name
-
-P = ParamSpec("P")
-T = TypeVar("T")
 
 _PASSWORD = re.compile(r"(password\s*=\s*)(\S+)|(://[^:/@]+:)([^@]+)(@)", re.IGNORECASE)
 
@@ -118,15 +115,3 @@ def make_pool(dsn: str, schema: str, max_size: int, name: str) -> psycopg_pool.C
         open=False,
         name=name,
     )
-
-
-def guarded(fn: Callable[P, T]) -> Callable[P, T]:
-    """Decorator: translate database errors raised by a store method."""
-
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        with translated():
-            return fn(*args, **kwargs)
-
-    wrapper.__name__ = fn.__name__
-    wrapper.__doc__ = fn.__doc__
-    return wrapper

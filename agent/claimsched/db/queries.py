@@ -18,8 +18,6 @@ def queries() -> dict[str, str]:
     """Every named query of sql/queries.sql (agent, CLI) and sql/operator.sql (operator)."""
     found: dict[str, str] = {}
     for file_name in QUERY_FILES:
-        if not (resources.files("claimsched") / "sql" / file_name).is_file():
-            continue
         name: str | None = None
         body: list[str] = []
         for line in [*_sql_text(file_name).splitlines(), "-- name: <end>"]:

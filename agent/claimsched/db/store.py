@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import logging
-import select
-import socket
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -15,17 +13,16 @@ import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
 
-from ..errors import LeaseLost, UnknownJob
+from ..errors import UnknownJob
 from ..records import Candidate, ClaimResult, Completion, Housekeeping, Lease
 from ..specs import JobSpec, ScheduleRecord
 from . import migrations
-from .connection import checked_schema, connect, make_pool, redact_dsn, search_path, translated
+from .connection import checked_schema, connect, make_pool, redact_dsn, translated
+from .listener import Listener
 from .queries import query
+from .receipts import Receipts
 
 log = logging.getLogger("claimsched.store")
-
-NOTIFY_SCHEDULES = "claimsched_schedules"
-NOTIFY_RUNS = "claimsched_runs"
 
 
 def _lease(row: dict[str, Any]) -> Lease:
@@ -77,6 +74,7 @@ class Store:
         self.pool = pool or make_pool(self.dsn, schema, max_size, name)
         self._opened = not self._own_pool
         self._give_up_at: float | None = None
+        self.receipts = Receipts(self.connection, schema)
 
     def __repr__(self) -> str:
         return f"Store({redact_dsn(self.dsn)!r}, schema={self.schema!r})"
@@ -259,62 +257,6 @@ class Store:
         with self.connection() as conn:
             conn.execute(query("agent_stopped"), {"agent_id": agent_id})
 
-    # -- effects -----------------------------------------------------------------------------
-
-    def _effect_params(self, agent_id: str, lease: Lease, entity: str) -> dict[str, Any]:
-        return {
-            "run_id": lease.id,
-            "fire_time": lease.fire_time,
-            "agent_id": agent_id,
-            "attempt": lease.attempt,
-            "entity": entity,
-            "job_name": lease.job_name,
-        }
-
-    def effect(
-        self, agent_id: str, lease: Lease, entity: str, conn: psycopg.Connection[Any] | None = None
-    ) -> bool:
-        """Insert the receipt; True the first time. In `conn`'s transaction when given."""
-        params = self._effect_params(agent_id, lease, entity)
-        if conn is None:
-            with self.connection() as own:
-                owned, inserted = own.execute(query("effect"), params).fetchone()  # type: ignore[misc]
-        else:
-            with translated():
-                owned, inserted = self._effect_in(conn, params)
-        if not owned:
-            raise LeaseLost(
-                f"lease lost for {lease.job_name} at {lease.fire_time.isoformat()} "
-                f"(attempt {lease.attempt}): effect {entity!r} refused"
-            )
-        return bool(inserted)
-
-    def _effect_in(
-        self, conn: psycopg.Connection[Any], params: dict[str, Any]
-    ) -> tuple[bool, bool]:
-        previous = conn.execute("SELECT current_setting('search_path')").fetchone()[0]  # type: ignore[index]
-        conn.execute("SELECT set_config('search_path', %s, true)", [search_path(conn, self.schema)])
-        try:
-            row = conn.execute(query("effect"), params).fetchone()
-        finally:
-            conn.execute("SELECT set_config('search_path', %s, true)", [previous])
-        assert row is not None
-        return bool(row[0]), bool(row[1])
-
-    @contextmanager
-    def once(self, agent_id: str, lease: Lease, entity: str) -> Iterator[bool]:
-        """Hold the receipt insert open while the block runs; commit only if it succeeds."""
-        params = self._effect_params(agent_id, lease, entity)
-        with self.connection() as conn, conn.transaction():
-            with translated():
-                owned, inserted = conn.execute(query("effect"), params).fetchone()  # type: ignore[misc]
-            if not owned:
-                raise LeaseLost(
-                    f"lease lost for {lease.job_name} at {lease.fire_time.isoformat()} "
-                    f"(attempt {lease.attempt}): once({entity!r}) refused"
-                )
-            yield bool(inserted)
-
     # -- manual runs, history, presence ------------------------------------------------------
 
     def request_runs(
@@ -322,9 +264,7 @@ class Store:
     ) -> list[datetime]:
         """Queue manual or backfill occurrences; returns the fire times that were new."""
         with self.connection() as conn:
-            exists = conn.execute(
-                "SELECT 1 FROM job_schedule WHERE job_name = %s", [job_name]
-            ).fetchone()
+            exists = conn.execute(query("schedule_exists"), {"job_name": job_name}).fetchone()
             if not exists:
                 raise UnknownJob(f"no schedule for job {job_name!r}")
             rows = conn.execute(
@@ -346,62 +286,4 @@ class Store:
             return list(cur.execute(query("list_agents")))
 
     def listener(self) -> Listener:
-        return Listener(self)
-
-
-class Listener:
-    """A dedicated connection that LISTENs for schedule changes and runs wanting an owner.
-
-    It blocks in select() on the connection's socket (no polling while idle); `interrupt()`
-    wakes it through a socket pair, for a prompt shutdown.
-    """
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self._conn: psycopg.Connection[Any] | None = None
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-
-    def listen(self) -> psycopg.Connection[Any]:
-        """Connect and LISTEN (again after a failure); idempotent."""
-        if self._conn is None or self._conn.closed:
-            conn = self._store.direct()
-            with translated():
-                conn.execute("LISTEN claimsched_schedules")
-                conn.execute("LISTEN claimsched_runs")
-            self._conn = conn
-        return self._conn
-
-    def interrupt(self) -> None:
-        with suppress(OSError):
-            self._wake_w.send(b"!")
-
-    def wait(self, timeout: float) -> set[str]:
-        """Block up to `timeout` seconds; the channels that fired for our schema."""
-        conn = self.listen()
-        fired: set[str] = set()
-        try:
-            wake = self._wake_r.fileno()
-            readable, _, _ = select.select([conn.fileno(), wake], [], [], timeout)
-            if wake in readable:
-                with suppress(BlockingIOError):
-                    self._wake_r.recv(64)
-            with translated():
-                conn.pgconn.consume_input()
-                while (note := conn.pgconn.notifies()) is not None:
-                    if note.extra.decode() == self._store.schema:
-                        fired.add(note.relname.decode())
-        except Exception:
-            self.close()
-            raise
-        return fired
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def dispose(self) -> None:
-        self.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        return Listener(self.direct, self.schema)

@@ -309,6 +309,18 @@ ins AS (
 )
 SELECT EXISTS (SELECT 1 FROM fence) AS owned, EXISTS (SELECT 1 FROM ins) AS inserted
 
+-- name: search_path
+-- The session's search_path, to put back after a receipt written in the app's transaction.
+SELECT current_setting('search_path')
+
+-- name: set_local_search_path
+-- Point unqualified names at claimsched's schema until the current transaction ends.
+SELECT set_config('search_path', %(search_path)s, true)
+
+-- name: schedule_exists
+-- Whether a job has a schedule (manual runs need one).
+SELECT 1 FROM job_schedule WHERE job_name = %(job_name)s
+
 -- name: request_run
 -- A manual or backfill occurrence for an agent to pick up (pending, attempt 0).
 INSERT INTO job_runs (job_name, fire_time, kind, status, attempt)

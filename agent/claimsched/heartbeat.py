@@ -4,27 +4,32 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 from . import metrics
 from .errors import DatabaseError
+from .health import DatabaseHealth
 from .logs import AgentLog
-from .supervision import DatabaseHealth
+from .records import Lease
 from .workers import Workers
-
-if TYPE_CHECKING:
-    from .agent import Agent
 
 IDLE_WAIT = 1.0
 
 
 class Heartbeat:
-    """Renews leases when the first one is due; a run whose row it no longer owns is lost."""
+    """Renews leases when the first one is due; a run whose row it no longer owns is lost.
+
+    `renew` sends the one heartbeat statement and returns the ids of the runs still owned.
+    """
 
     def __init__(
-        self, agent: Agent, workers: Workers, log: AgentLog, health: DatabaseHealth
+        self,
+        renew: Callable[[Sequence[Lease]], set[int]],
+        workers: Workers,
+        log: AgentLog,
+        health: DatabaseHealth,
     ) -> None:
-        self._agent = agent
+        self._renew = renew
         self._workers = workers
         self._log = log
         self._health = health
@@ -55,10 +60,7 @@ class Heartbeat:
             return
         started = time.monotonic()
         try:
-            owned = self._agent.store.heartbeat(
-                self._agent.agent_id,
-                [s.run.lease for s in slots],
-            )
+            owned = self._renew([s.run.lease for s in slots])
             self._health.succeeded()
         except DatabaseError as exc:
             self._health.failed(exc)

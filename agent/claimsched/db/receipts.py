@@ -1,0 +1,73 @@
+"""Effect receipts: the fenced insert that makes a side effect happen once per occurrence."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+import psycopg
+
+from ..records import Lease
+from .connection import search_path, translated
+from .queries import query
+
+Connect = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
+
+
+def _params(agent_id: str, lease: Lease, entity: str) -> dict[str, Any]:
+    return {
+        "run_id": lease.id,
+        "fire_time": lease.fire_time,
+        "agent_id": agent_id,
+        "attempt": lease.attempt,
+        "entity": entity,
+        "job_name": lease.job_name,
+    }
+
+
+class Receipts:
+    """Inserts receipts, fenced by the run's lease: (owned, inserted) for every attempt.
+
+    `owned` false means the lease was lost (nothing was written); `inserted` false means the
+    receipt existed already (the effect happened before, in this or an earlier attempt).
+    """
+
+    def __init__(self, connect: Connect, schema: str) -> None:
+        self._connect = connect
+        self._schema = schema
+
+    def record(
+        self, agent_id: str, lease: Lease, entity: str, conn: Any = None
+    ) -> tuple[bool, bool]:
+        """In its own transaction, or in `conn`'s (a psycopg connection) when given."""
+        params = _params(agent_id, lease, entity)
+        if conn is None:
+            with self._connect() as own:
+                row = own.execute(query("effect"), params).fetchone()
+        else:
+            with translated():
+                row = self._in_transaction(conn, params)
+        assert row is not None
+        return bool(row[0]), bool(row[1])
+
+    def _in_transaction(self, conn: psycopg.Connection[Any], params: dict[str, Any]) -> Any:
+        # The app's connection has its own search_path: point it at our schema for this
+        # statement only, and put it back whatever happens.
+        previous = conn.execute(query("search_path")).fetchone()[0]  # type: ignore[index]
+        conn.execute(
+            query("set_local_search_path"), {"search_path": search_path(conn, self._schema)}
+        )
+        try:
+            return conn.execute(query("effect"), params).fetchone()
+        finally:
+            conn.execute(query("set_local_search_path"), {"search_path": previous})
+
+    @contextmanager
+    def hold(self, agent_id: str, lease: Lease, entity: str) -> Iterator[tuple[bool, bool]]:
+        """Insert the receipt in a transaction that commits only if the block succeeds."""
+        with self._connect() as conn, conn.transaction():
+            with translated():
+                row = conn.execute(query("effect"), _params(agent_id, lease, entity)).fetchone()
+            assert row is not None
+            yield bool(row[0]), bool(row[1])

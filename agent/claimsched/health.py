@@ -1,0 +1,44 @@
+"""The database's health as the agent sees it: one log line per change, a capped backoff."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from .errors import DatabaseConflict
+from .logs import AgentLog
+
+CONFLICT_RETRY = 0.02  # seconds before retrying a statement that lost a deadlock
+
+
+class DatabaseHealth:
+    """Logs once per state change (down, back), and hands out a capped backoff while down."""
+
+    def __init__(self, log: AgentLog, on_recovered: Callable[[], None]) -> None:
+        self._log = log
+        self._on_recovered = on_recovered
+        self._lock = threading.Lock()
+        self._failures = 0
+
+    @property
+    def up(self) -> bool:
+        return self._failures == 0
+
+    def failed(self, exc: BaseException) -> float:
+        """Note a failure; returns how long to wait before trying again, seconds."""
+        if isinstance(exc, DatabaseConflict):  # not an outage: the database is fine
+            self._log.debug("%s", exc, extra={"action": "conflict"})
+            return CONFLICT_RETRY
+        with self._lock:
+            self._failures += 1
+            failures = self._failures
+        if failures == 1:
+            self._log.error("database unavailable, retrying: %s", exc, extra={"action": "db_down"})
+        return float(min(0.25 * 2 ** min(failures, 10), 5.0))
+
+    def succeeded(self) -> None:
+        with self._lock:
+            recovered, self._failures = self._failures > 0, 0
+        if recovered:
+            self._log.warning("database is back; catching up", extra={"action": "db_up"})
+            self._on_recovered()

@@ -1,0 +1,80 @@
+"""Housekeeping: presence, the reaper and max_runtime, in one cheap statement per period."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import metrics
+from .clock import DbClock
+from .errors import DatabaseError
+from .health import DatabaseHealth
+from .logs import AgentLog
+from .records import Housekeeping
+from .version import __version__
+
+
+def presence(period: float) -> dict[str, Any]:
+    """What this agent says about itself in the presence table; alive for three periods."""
+    return {
+        "hostname": socket.gethostname(),
+        "pod": os.environ.get("POD_NAME"),
+        "namespace": os.environ.get("POD_NAMESPACE"),
+        "version": __version__,
+        "ttl_seconds": max(3, int(period * 3)),
+    }
+
+
+class Housekeeper:
+    """Keeps this agent's presence row fresh and reaps expired leases (any replica may).
+
+    `sweep` sends the one housekeeping statement; `on_reaped` is called when runs were fenced
+    out (the heartbeat should look at once), `on_claimable` when runs want an owner.
+    """
+
+    def __init__(
+        self,
+        sweep: Callable[[], Housekeeping],
+        period: float,
+        clock: DbClock,
+        log: AgentLog,
+        health: DatabaseHealth,
+        on_reaped: Callable[[], None],
+        on_claimable: Callable[[], None],
+    ) -> None:
+        self._sweep = sweep
+        self._period = period
+        self._clock = clock
+        self._log = log
+        self._health = health
+        self._on_reaped = on_reaped
+        self._on_claimable = on_claimable
+
+    def once(self) -> None:
+        sent = time.time()
+        found = self._sweep()
+        self._clock.observe(found.db_now, sent, time.time())
+        if found.orphaned or found.exhausted or found.overdue:
+            metrics.ORPHANS_REAPED.inc(found.orphaned)
+            self._log.info(
+                "reaper: %d orphaned, %d out of attempts, %d past max_runtime",
+                found.orphaned,
+                found.exhausted,
+                found.overdue,
+                extra={"action": "reap"},
+            )
+            self._on_reaped()
+        if found.claimable:
+            self._on_claimable()
+
+    def loop(self, stopping: threading.Event) -> None:
+        while not stopping.wait(self._period):
+            try:
+                self.once()
+                self._health.succeeded()
+            except DatabaseError as exc:
+                self._health.failed(exc)

@@ -1,0 +1,51 @@
+"""Plain-text tables and progress lines for the CLI: what people read, with no dependency."""
+
+from __future__ import annotations
+
+import sys
+import unicodedata
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+
+def _width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _cell(value: Any) -> str:
+    # One line per row: a newline or tab inside a value (an error message) is shown escaped.
+    text = "" if value is None else str(value)
+    return text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", " ")
+
+
+def render(title: str, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
+    """A title line, a header, a rule and one line per row; columns padded to their widest."""
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max([_width(c), *(_width(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+
+    def line(values: Sequence[str]) -> str:
+        padded = (v + " " * (w - _width(v)) for v, w in zip(values, widths, strict=True))
+        return "  ".join(padded).rstrip()
+
+    out = [title, line(columns), line(["-" * w for w in widths])]
+    out.extend(line(r) for r in cells)
+    if not rows:
+        out.append("(none)")
+    return "\n".join(out)
+
+
+@contextmanager
+def progress(text: str, stream: TextIO | None = None) -> Iterator[None]:
+    """Say what a slow step is doing, on a terminal only (scripts see nothing)."""
+    out = stream or sys.stderr
+    if not out.isatty():
+        yield
+        return
+    out.write(f"{text}…")
+    out.flush()
+    try:
+        yield
+    finally:
+        out.write(" done\n")
+        out.flush()

@@ -1,0 +1,237 @@
+"""The agent's parts on their own: each gets what it uses (callables, a clock, a log), so each
+can be driven here without a database. What they send is tested on a real Postgres elsewhere."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from claimsched.clock import DbClock
+from claimsched.effects import Effects
+from claimsched.errors import DatabaseUnavailable, LeaseLost
+from claimsched.health import DatabaseHealth
+from claimsched.heartbeat import Heartbeat
+from claimsched.housekeeping import Housekeeper
+from claimsched.logs import AgentLog
+from claimsched.records import Completion, Housekeeping, Lease
+from claimsched.runs import Run
+from claimsched.workers import Workers
+
+LOG = AgentLog(logging.getLogger("claimsched.test"), {"agent": "a"})
+NOW = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
+
+
+def lease(run_id: int = 1, *, attempt: int = 1, lease_seconds: float = 30.0) -> Lease:
+    return Lease(id=run_id, job_name="job", fire_time=NOW, attempt=attempt,
+                 lease_until=NOW + timedelta(seconds=lease_seconds), started_at=NOW,
+                 lease_seconds=lease_seconds, heartbeat_seconds=lease_seconds / 3,
+                 max_attempts=3, retry_on_failure=True)
+
+
+class Book:
+    """Receipts kept in a dict; `owner` is the attempt that still owns the occurrence."""
+
+    def __init__(self) -> None:
+        self.owner = 1
+        self.keys: set[str] = set()
+
+    def record(self, agent_id: str, lease: Lease, entity: str,
+               conn: Any = None) -> tuple[bool, bool]:
+        if lease.attempt != self.owner:
+            return False, False
+        new = entity not in self.keys
+        self.keys.add(entity)
+        return True, new
+
+    @contextmanager
+    def hold(self, agent_id: str, lease: Lease, entity: str) -> Iterator[tuple[bool, bool]]:
+        owned, new = self.record(agent_id, lease, entity)
+        yield owned, new
+
+
+def new_run(book: Book) -> Any:
+    return lambda held: Run(held, Effects(book, "a", held), "a")
+
+
+def wait_until(condition: Any, what: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+# -- effects ------------------------------------------------------------------------------------
+
+
+def test_an_effect_is_true_once_and_refused_once_the_lease_is_lost() -> None:
+    book = Book()
+    effects = Effects(book, "a", lease())
+    assert effects.record("mail:1") is True
+    assert effects.record("mail:1") is False
+    book.owner = 2
+    with pytest.raises(LeaseLost, match="mail:2"):
+        effects.record("mail:2")
+    with pytest.raises(LeaseLost), effects.once("mail:3"):
+        pytest.fail("the block must not run without the lease")
+
+
+# -- housekeeping -------------------------------------------------------------------------------
+
+
+def housekeeper(found: Housekeeping | Exception, calls: list[str]) -> Housekeeper:
+    def sweep() -> Housekeeping:
+        calls.append("sweep")
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    return Housekeeper(sweep, period=0.01, clock=DbClock(), log=LOG,
+                       health=DatabaseHealth(LOG, lambda: calls.append("recovered")),
+                       on_reaped=lambda: calls.append("reaped"),
+                       on_claimable=lambda: calls.append("claimable"))
+
+
+def test_a_sweep_that_reaped_runs_wakes_the_heartbeat_and_the_reclaim() -> None:
+    calls: list[str] = []
+    found = Housekeeping(orphaned=2, exhausted=0, overdue=0, claimable=True,
+                         db_now=datetime.now(UTC) + timedelta(seconds=60))
+    keeper = housekeeper(found, calls)
+    keeper.once()
+    assert calls == ["sweep", "reaped", "claimable"]
+
+
+def test_a_quiet_sweep_wakes_nobody() -> None:
+    calls: list[str] = []
+    housekeeper(Housekeeping(0, 0, 0, False, datetime.now(UTC)), calls).once()
+    assert calls == ["sweep"]
+
+
+def test_the_housekeeping_loop_outlives_an_unreachable_database() -> None:
+    calls: list[str] = []
+    keeper = housekeeper(DatabaseUnavailable("cannot reach the database"), calls)
+    stopping = threading.Event()
+    thread = threading.Thread(target=keeper.loop, args=(stopping,))
+    thread.start()
+    wait_until(lambda: calls.count("sweep") >= 3, "three sweeps")
+    stopping.set()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+# -- workers ------------------------------------------------------------------------------------
+
+
+class Recorder:
+    """Stands in for the completion statement: what it was given and what it answers."""
+
+    def __init__(self, refuse: set[int] | None = None,
+                 retry_at: datetime | None = None) -> None:
+        self.refuse = refuse or set()
+        self.retry_at = retry_at
+        self.recorded: list[Completion] = []
+
+    def __call__(self, done: Sequence[Completion]) -> dict[int, datetime | None]:
+        self.recorded.extend(done)
+        return {c.lease.id: self.retry_at for c in done if c.lease.id not in self.refuse}
+
+
+def workers(recorder: Recorder, retries: list[datetime], size: int = 2) -> Workers:
+    return Workers(size, new_run=new_run(Book()), complete=recorder, log=LOG,
+                   health=DatabaseHealth(LOG, lambda: None), on_change=lambda: None,
+                   on_retry=retries.append, backoff_base=2.0)
+
+
+@contextmanager
+def running(pool: Workers) -> Iterator[Workers]:
+    stopping = threading.Event()
+    completer = threading.Thread(target=pool.completer, args=(stopping,))
+    completer.start()
+    try:
+        yield pool
+    finally:
+        pool.close()
+        completer.join(5)
+
+
+def test_a_failed_handler_is_recorded_failed_with_its_error_and_a_retry_is_scheduled() -> None:
+    later = NOW + timedelta(seconds=4)
+    recorder, retries = Recorder(retry_at=later), []
+    with running(workers(recorder, retries)) as pool:
+        def handler(run: Run) -> None:
+            raise ValueError("boom")
+
+        pool.start(lease(attempt=2), handler)
+        wait_until(lambda: recorder.recorded, "the completion")
+        wait_until(lambda: retries, "the retry")
+    (done,) = recorder.recorded
+    assert (done.status, done.error, done.backoff_seconds) == ("failed", "ValueError: boom", 4.0)
+    assert retries == [later]
+    assert pool.free() == pool.size
+
+
+def test_a_refused_completion_is_counted_not_retried() -> None:
+    recorder, retries = Recorder(refuse={7}), []
+    with running(workers(recorder, retries)) as pool:
+        pool.start(lease(7), lambda run: None)
+        wait_until(lambda: pool.refused == 1, "the refusal")
+    assert recorder.recorded[0].status == "done"
+    assert retries == []
+
+
+def test_an_async_handler_is_awaited() -> None:
+    recorder, seen = Recorder(), []
+    with running(workers(recorder, [])) as pool:
+        async def handler(run: Run) -> None:
+            seen.append(run.job_name)
+
+        pool.start(lease(), handler)
+        wait_until(lambda: recorder.recorded, "the completion")
+    assert seen == ["job"] and recorder.recorded[0].status == "done"
+
+
+# -- heartbeat ----------------------------------------------------------------------------------
+
+
+def test_the_heartbeat_marks_a_run_it_no_longer_owns_lost_and_frees_its_slot() -> None:
+    started = threading.Event()
+    release = threading.Event()
+    pool = workers(Recorder(), [])
+
+    def handler(run: Run) -> None:
+        started.set()
+        release.wait(5)
+
+    kept, lost = pool.start(lease(1), handler), pool.start(lease(2), handler)
+    started.wait(5)
+    beat = Heartbeat(lambda leases: {1}, pool, LOG, DatabaseHealth(LOG, lambda: None))
+    beat.renew()
+    assert lost.lost.is_set() and not kept.lost.is_set()
+    assert [s.run.lease.id for s in pool.slots()] == [1]
+    release.set()
+    pool.close()
+
+
+def test_the_heartbeat_gives_up_a_lease_past_its_deadline_while_the_database_is_away() -> None:
+    release = threading.Event()
+    pool = workers(Recorder(), [])
+    run = pool.start(lease(1, lease_seconds=0.05), lambda run: release.wait(5))
+
+    def unreachable(leases: Sequence[Lease]) -> set[int]:
+        raise DatabaseUnavailable("cannot reach the database")
+
+    beat = Heartbeat(unreachable, pool, LOG, DatabaseHealth(LOG, lambda: None))
+    beat.renew()
+    assert not run.lost.is_set(), "still inside the lease"
+    deadline = pool.slots()[0].deadline
+    wait_until(lambda: time.monotonic() > deadline, "the end of the lease")
+    beat.renew()
+    assert run.lost.is_set()
+    release.set()
+    pool.close()
