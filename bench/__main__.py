@@ -27,7 +27,6 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--history-days", type=int, help="d: schedules active since N days (7)")
     run.add_argument("--profile", action="store_true", default=None,
                      help="a: py-spy records replica r00 (steady and idle) to <name>-*.folded")
-    run.add_argument("--variant", help="statement variants to try (bench/variants.py)")
     run.add_argument("--out", type=Path, help="result folder (bench/results)")
     run.add_argument("--name", help="result file name without extension")
     sub.add_parser("report", help="rewrite the table in bench/README.md from bench/results")

@@ -15,23 +15,6 @@ import time
 
 from claimsched import Agent, Run
 
-
-def _install_variants() -> None:
-    """BENCH_SQL_OVERRIDES: a folder of `<query>.sql` (bench/variants.py) replacing those
-    named queries in this process, to measure a statement change before the agent makes it."""
-    folder = os.environ.get("BENCH_SQL_OVERRIDES")
-    if not folder:
-        return
-    from pathlib import Path
-
-    from claimsched.db.queries import queries
-
-    table = queries()
-    for path in Path(folder).glob("*.sql"):
-        table[path.stem] = path.read_text()
-
-
-_install_variants()
 agent = Agent()
 
 _SINK = os.open(os.environ["BENCH_STARTS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

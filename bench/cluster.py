@@ -16,7 +16,7 @@ import psycopg
 
 from claimsched.db import Store
 from claimsched.db.queries import queries
-from claimsched.embedded import TemporaryPostgres
+from claimsched.tools.postgres import TemporaryPostgres
 
 from . import sql
 
@@ -199,9 +199,6 @@ def kind_of(text: str) -> str:
     named = _named_shapes().get(shape)
     if named:
         return named
-    for known, name in _named_shapes().items():  # a variant (bench/variants.py) of a query
-        if len(shape) > 120 and known[:120] == shape[:120]:
-            return f"{name} (variant)"
     words = text.split()
     first = words[0].upper() if words else ""
     if first in {"BEGIN", "COMMIT", "ROLLBACK", "LISTEN", "UNLISTEN", "SET", "SHOW"}:

@@ -76,15 +76,6 @@ def _default_slots() -> int:
 DEFAULT_SLOTS = _default_slots()  # the agent's default worker slots, as the replicas run them
 
 
-def replica_env(
-    params: dict[str, Any], max_concurrency: int | None, variant: str | None, folder: Path
-) -> dict[str, str]:
-    """The replicas' extra environment for a scenario's slots and statement variant (noted in
-    `params`, which the result records)."""
-    env = {"CLAIMSCHED_MAX_CONCURRENCY": str(max_concurrency)} if max_concurrency else {}
-    if variant:
-        from . import variants
-
-        params["variant"] = variant
-        env["BENCH_SQL_OVERRIDES"] = str(variants.write(variant, folder / "sql"))
-    return env
+def replica_env(max_concurrency: int | None) -> dict[str, str]:
+    """The replicas' extra environment: their worker slots, when the scenario sets them."""
+    return {"CLAIMSCHED_MAX_CONCURRENCY": str(max_concurrency)} if max_concurrency else {}

@@ -28,7 +28,6 @@ def run(
     max_concurrency: int | None = None,
     out: Path | None = None,
     name: str | None = None,
-    variant: str | None = None,
     timeout: float = 20.0,
 ) -> Path:
     name = name or f"b-r{replicas}"
@@ -40,7 +39,7 @@ def run(
         "handler": "records its start time (local wall clock) and returns",
     }
     with cluster() as db, tempfile.TemporaryDirectory(prefix="claimsched-bench-") as folder:
-        env = replica_env(params, max_concurrency, variant, Path(folder))
+        env = replica_env(max_concurrency)
         result: dict[str, Any] = {"scenario": "b", "name": name, "params": params}
         result["environment"] = environment(db)
         db.execute(

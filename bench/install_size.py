@@ -19,7 +19,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
-PEERS = ["procrastinate", "APScheduler"]
+#: Peers as users install them: bare, and with what it takes to use Postgres from a slim image
+#: (claimsched brings psycopg's binary build; procrastinate needs a libpq; APScheduler a driver
+#: and SQLAlchemy for a database job store).
+PEERS = {
+    "procrastinate": ("procrastinate", ["procrastinate"]),
+    "procrastinate + psycopg[binary]": ("procrastinate", ["procrastinate", "psycopg[binary]"]),
+    "APScheduler": ("APScheduler", ["APScheduler"]),
+    "APScheduler + SQLAlchemy + psycopg[binary]": (
+        "APScheduler", ["APScheduler", "SQLAlchemy", "psycopg[binary]"]),
+}
 
 
 def _tree_size(folder: Path) -> int:
@@ -34,14 +43,14 @@ def _env(venv_bin: Path | None = None) -> dict[str, str]:
     return {**env, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
-def measure(distribution: str, requirement: str, work: Path) -> dict[str, object]:
+def measure(distribution: str, requirements: list[str], work: Path) -> dict[str, object]:
     root = work / "venv"
     venv.EnvBuilder(with_pip=True, clear=True).create(root)
     python = root / "bin" / "python"
     site = next((root / "lib").glob("python*/site-packages"))
     before = _tree_size(site) + _tree_size(root / "bin")
     env = _env(root / "bin")
-    subprocess.run([str(python), "-m", "pip", "install", "-q", requirement],
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *requirements],
                    check=True, env=env, capture_output=True)
     listed = subprocess.run(
         [str(python), "-c", "import importlib.metadata as m, sys;"
@@ -64,15 +73,14 @@ def _wheel(work: Path) -> Path:
 def run(out: Path = RESULTS) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         wheel = _wheel(Path(tmp))
-        cases = {"claimsched": ("claimsched", str(wheel)),
-                 "claimsched[operator]": ("claimsched", f"{wheel}[operator]"),
-                 **{peer: (peer, peer) for peer in PEERS}}
+        cases = {"claimsched": ("claimsched", [str(wheel)]),
+                 "claimsched[operator]": ("claimsched", [f"{wheel}[operator]"]), **PEERS}
         result = {}
-        for label, (distribution, requirement) in cases.items():
-            work = Path(tmp) / label.replace("[", "-").rstrip("]")
+        for number, (label, (distribution, requirements)) in enumerate(cases.items()):
+            work = Path(tmp) / f"case-{number}"
             work.mkdir()
-            result[label] = measure(distribution, requirement, work)
-            print(f"{label:24} {result[label]['distributions']:3} distributions "
+            result[label] = measure(distribution, requirements, work)
+            print(f"{label:44} {result[label]['distributions']:3} distributions "
                   f"{result[label]['installed_mib']:6} MiB", file=sys.stderr)
     path = out / "install-size.json"
     path.write_text(json.dumps({"scenario": "install-size", "python": sys.version.split()[0],
@@ -90,8 +98,9 @@ def _plot(result: dict[str, dict[str, object]], path: Path) -> None:
     labels = list(result)
     sizes = [float(str(result[k]["installed_mib"])) for k in labels]
     counts = [int(str(result[k]["distributions"])) for k in labels]
-    fig, ax = plt.subplots(figsize=(7, 3.2))
-    bars = ax.barh(labels, sizes, color=["#2b6cb0", "#2b6cb0", "#999", "#999"])
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    colors = ["#2b6cb0" if label.startswith("claimsched") else "#999" for label in labels]
+    bars = ax.barh(labels, sizes, color=colors)
     for bar, count in zip(bars, counts, strict=True):
         ax.text(bar.get_width() + 0.5, bar.get_y() + bar.get_height() / 2,
                 f"{bar.get_width():.1f} MiB, {count} distributions", va="center", fontsize=8)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from claimsched.processes import spawn_agent
+from claimsched.tools.processes import python_path, spawn_agent
 
 from . import sql
 from .cluster import Cluster, cpu_seconds, rss_mib
@@ -104,7 +104,7 @@ class Replicas:
                 "BENCH_STARTS": str(starts),
                 "BENCH_JOB_PREFIX": self.prefix,
                 "BENCH_JOB_COUNT": str(self.jobs),
-                "PYTHONPATH": str(REPO),
+                "PYTHONPATH": python_path(REPO),
                 **self.env,
             }
             process = spawn_agent("bench.app:agent", env, log, cwd=REPO)

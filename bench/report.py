@@ -1,5 +1,5 @@
 """The results tables of bench/README.md, built from the JSON files in bench/results/:
-one table per scenario, one column per run (the agent as it is first, then variants)."""
+one table per scenario, one column per run."""
 
 from __future__ import annotations
 
@@ -108,7 +108,6 @@ def _setup(result: dict[str, Any]) -> list[tuple[str, Any]]:
     if "replicas" in p:
         slots = re.sub(r"agent default \((\d+)\)", r"\1 (default)", str(p["max_concurrency"]))
         rows.append(("replicas x worker slots", f"{p['replicas']} x {slots}"))
-    rows.append(("statement variant", p.get("variant", "none (agent as is)")))
     rows.append(("commit / load average at start",
                  f"{env['commit']} / {env['loadavg_at_start'][0]}"))
     return rows

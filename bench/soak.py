@@ -1,14 +1,16 @@
-"""The soak profile: the chaos storm of tests/chaos, longer and wider, with a report and a plot.
+"""The soak profile: the chaos storm of bench/chaos, longer and wider, with a report and a plot.
 
     python -m bench.soak --replicas 10 --jobs 30 --duration 3600 --seed 7
 
 R real agent processes run J jobs while seeded random faults overlap for `duration` seconds
 (SIGKILL, SIGSTOP past the lease, SIGTERM, Postgres fast restarts and outages, a replica's clock
 skewed and re-skewed, restarts under a new agent id; maintenance runs concurrently throughout).
-Then every fault is healed, the run settles, and every invariant of tests/chaos is checked.
-Writes bench/results/soak-r<R>-j<J>-s<seed>.json (fault counts, occurrences checked, violations,
-fire-to-start latency by minute) and .png (faults and latencies over time). Exit status 1 when an
-invariant was violated; the report says how to replay the seed.
+Then every fault is healed, the run settles, and every invariant of bench/chaos is checked.
+Writes bench/results/soak-r<R>-j<J>-s<seed>.json, the summary that is versioned (fault counts,
+occurrences checked, the first violations, fire-to-start percentiles, faults and latencies by
+minute), .png (every fault and every latency over time) and .samples.json, the raw samples (every
+fault, every fire-to-start latency), which git ignores. Exit status 1 when an invariant was
+violated; the report says how to replay the seed.
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from .chaos.storm import ChaosConfig, run_seed, storm_arguments, storm_config, summary
 
-from tests.chaos.chaos import FAULT_KINDS, ChaosConfig, run_seed, summary  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 RESULTS = REPO / "bench" / "results"
+RAW = ("fire_to_start", "faults_executed", "faults_planned")  # samples: <stem>.samples.json only
+VIOLATIONS_KEPT = 30  # the first ones, each cut at VIOLATION_CHARS (all of them: the samples)
+VIOLATION_CHARS = 400
 COLORS = {
     "sigkill": "tab:red",
     "sigstop": "tab:purple",
@@ -63,6 +66,33 @@ def by_minute(latencies: list[tuple[float, float]]) -> list[dict[str, Any]]:
         }
         for minute, values in sorted(buckets.items())
     ]
+
+
+def faults_by_minute(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """How many faults began in each minute of the storm, by kind."""
+    buckets: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for event in events:
+        buckets[int(event["at"] // 60)][event["kind"]] += 1
+    return [
+        {"minute": minute, "faults": sum(kinds.values()), "by_kind": dict(sorted(kinds.items()))}
+        for minute, kinds in sorted(buckets.items())
+    ]
+
+
+def summarize(result: dict[str, Any], samples: str) -> dict[str, Any]:
+    """What bench/results versions of a soak: totals, percentiles, per-minute aggregates and the
+    first violations; the raw samples stay in `samples` (not versioned)."""
+    kept = {key: value for key, value in result.items() if key not in RAW and key != "replay"}
+    violations: list[str] = result["violations"]
+    kept["violations"] = [
+        v if len(v) <= VIOLATION_CHARS else v[: VIOLATION_CHARS - 1] + "…"
+        for v in violations[:VIOLATIONS_KEPT]
+    ]
+    kept["violations_found"] = len(violations)
+    kept["faults_by_minute"] = faults_by_minute(result["faults_executed"])
+    kept["samples"] = samples
+    kept["replay"] = result["replay"]
+    return kept
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -122,30 +152,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="claimsched soak: chaos for a long time")
-    parser.add_argument("--replicas", type=int, default=10)
-    parser.add_argument("--jobs", type=int, default=30)
-    parser.add_argument("--duration", type=float, default=3600.0, help="seconds of faults")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--fault-rate", type=float, default=0.5, help="faults per second")
-    parser.add_argument("--kinds", default=",".join(FAULT_KINDS), help="fault kinds to draw")
-    parser.add_argument(
-        "--lapse-partitions",
-        action="store_true",
-        help="let maintenance move rows (exposes the partition-move race)",
-    )
+    storm_arguments(parser, ChaosConfig(seed=7, replicas=10, jobs=30, duration=3600.0))
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    cfg = ChaosConfig(
-        seed=args.seed,
-        replicas=args.replicas,
-        jobs=args.jobs,
-        duration=args.duration,
-        fault_rate=args.fault_rate,
-        kinds=tuple(k for k in args.kinds.split(",") if k),
-        lapse_partitions=args.lapse_partitions,
-        settle_timeout=120.0,
-        pg_settings=(("max_connections", "600"),),
-    )
+    cfg = storm_config(args, settle_timeout=120.0, pg_settings=(("max_connections", "600"),))
     folder = Path(tempfile.mkdtemp(prefix=f"claimsched-soak-{args.seed}-"))
     print(
         f"soak: R={cfg.replicas} J={cfg.jobs} {cfg.duration:.0f}s of faults, seed {cfg.seed}; "
@@ -175,10 +185,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"soak-r{cfg.replicas}-j{cfg.jobs}-s{cfg.seed}"
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str))
+    samples = stem.with_suffix(".samples.json")
+    samples.write_text(json.dumps(result, default=str))
+    kept = summarize(result, samples.name)
+    stem.with_suffix(".json").write_text(json.dumps(kept, indent=1, default=str) + "\n")
     plot(report, stem.with_suffix(".png"))
     print(summary(report))
-    print(f"wrote {stem.with_suffix('.json')} and {stem.with_suffix('.png')}")
+    print(f"wrote {stem.with_suffix('.json')}, {stem.with_suffix('.png')} and {samples}")
     return 1 if report["violations"] else 0
 
 

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from claimsched.db import Store
+from claimsched.db import OwnedSchedules, Store
 from claimsched.schedules import parse_schedule
 
-from . import plot, sql, variants
+from . import plot, sql
 from .cluster import cluster
 from .common import environment, finish, per_fire
 from .measure import target
@@ -30,13 +30,10 @@ def run(
     history_days: int = 7,
     out: Path | None = None,
     name: str | None = None,
-    variant: str | None = None,
 ) -> Path:
     from claimsched_operator import status
 
     name = name or f"d-{jobs}"
-    if variant:
-        variants.apply(variant)
     sizes = sorted({max(1, jobs // 10), jobs})
     params = {
         "schedules": jobs,
@@ -47,8 +44,6 @@ def run(
         "mix": "0 * * * *, */30 * * * *, 15 3 * * *, @every 1h (a quarter each)",
         "runs": "the last day of each schedule; every 50th occurrence missing",
     }
-    if variant:
-        params["variant"] = variant
     with cluster() as db:
         result: dict[str, Any] = {"scenario": "d", "name": name, "params": params}
         result["environment"] = environment(db)
@@ -67,6 +62,7 @@ def run(
         parsed = {job: parse_schedule(expr, zone) for job, expr, zone in records}
         store = Store(db.operator_dsn, max_size=4, name="bench-operator")
         store.open()
+        owned = OwnedSchedules(store)
         sizes_out = []
         try:
             for size in sizes:
@@ -74,13 +70,13 @@ def run(
                 counter = status.OccurrenceCounter()
                 before = db.statements(sql.OPERATOR_ROLE)
                 began = time.perf_counter()
-                observed = status.refresh(store, subset, counter, 90)
+                observed = status.refresh(owned, subset, counter, 90)
                 cold = time.perf_counter() - began
                 after_cold = db.statements(sql.OPERATOR_ROLE)
                 warm = []
                 for _ in range(refreshes):
                     began = time.perf_counter()
-                    observed = status.refresh(store, subset, counter, 90, observed)
+                    observed = status.refresh(owned, subset, counter, 90, observed)
                     warm.append(time.perf_counter() - began)
                 after = db.statements(sql.OPERATOR_ROLE)
                 cold_kinds = per_fire(after_cold.since(before), 1)

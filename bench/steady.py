@@ -53,7 +53,6 @@ def run(
     max_concurrency: int | None = None,
     out: Path | None = None,
     name: str | None = None,
-    variant: str | None = None,
     profile: bool = False,
 ) -> Path:
     name = name or f"a-r{replicas}"
@@ -70,7 +69,7 @@ def run(
         "handler": "records its start time (local wall clock) and returns",
     }
     with cluster() as db, tempfile.TemporaryDirectory(prefix="claimsched-bench-") as folder:
-        env = replica_env(params, max_concurrency, variant, Path(folder))
+        env = replica_env(max_concurrency)
         result: dict[str, Any] = {"scenario": "a", "name": name, "params": params}
         result["environment"] = environment(db)
         db.execute(

@@ -33,7 +33,6 @@ def run(
     pgbench_seconds: float = 10.0,
     out: Path | None = None,
     name: str | None = None,
-    variant: str | None = None,
 ) -> Path:
     name = name or f"c-r{replicas}"
     params = {
@@ -47,7 +46,7 @@ def run(
         "pgbench_seconds": pgbench_seconds,
     }
     with cluster() as db, tempfile.TemporaryDirectory(prefix="claimsched-bench-") as folder:
-        env = replica_env(params, max_concurrency, variant, Path(folder))
+        env = replica_env(max_concurrency)
         result: dict[str, Any] = {"scenario": "c", "name": name, "params": params}
         result["environment"] = environment(db)
         db.execute(

@@ -12,7 +12,7 @@ import pytest
 from psycopg import sql
 
 from claimsched.db import Store
-from claimsched.embedded import TemporaryPostgres
+from claimsched.tools.postgres import TemporaryPostgres
 
 _counter = itertools.count()
 

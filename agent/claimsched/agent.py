@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import random
@@ -22,7 +23,7 @@ from .clock import DbClock
 from .db import NOTIFY_RUNS, NOTIFY_SCHEDULES, SCHEMA_VERSION, Listener, Store
 from .effects import Effects
 from .errors import ClaimschedError, ConfigurationError, DatabaseError, InvalidSchedule
-from .health import DatabaseHealth
+from .health import DatabaseHealth, retry_conflicts
 from .heartbeat import Heartbeat
 from .housekeeping import Housekeeper, presence
 from .logs import AgentLog
@@ -165,14 +166,16 @@ class Agent:
         try:
             # LISTEN before the first schedule read: no change can slip in between.
             self._listener.listen()
+            # A conflict with another transaction (a deadlock) is transient: each step is
+            # retried, and an agent never stops for one.
             if self.settings.migrate:
-                found = self.store.schema_version()
+                found = retry_conflicts(self.store.schema_version)
                 if found is None or found < SCHEMA_VERSION:
-                    self.store.migrate()
-            self.store.check_version()
+                    self.store.migrate()  # retries its conflicts itself
+            retry_conflicts(self.store.check_version)
             for spec in self._declared.values():
-                self.store.upsert_schedule(spec)
-            self.housekeeper.once()
+                retry_conflicts(functools.partial(self.store.upsert_schedule, spec))
+            retry_conflicts(self.housekeeper.once)
         except BaseException:
             self._listener.dispose()
             self.store.close()
@@ -182,6 +185,7 @@ class Agent:
             metrics.serve(self.settings.metrics_port)
         self.supervisor.spawn("claimsched-claims", self._claim_loop)
         self.supervisor.spawn("claimsched-heartbeat", lambda: self.heartbeat.loop(self._stopping))
+        self.supervisor.spawn("claimsched-watchdog", lambda: self.heartbeat.watch(self._stopping))
         self.supervisor.spawn(
             "claimsched-housekeeping", lambda: self.housekeeper.loop(self._stopping)
         )

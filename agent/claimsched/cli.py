@@ -286,7 +286,7 @@ def _tick() -> Any:
 def cmd_demo(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("rich") is None:
         raise ConfigurationError("the demo needs rich: pip install 'claimsched[demo]'")
-    from .demo import run_demo
+    from .tools.demo.runner import run_demo  # rich and the demo load only for this command
 
     return run_demo(args)
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from .errors import LeaseLost
@@ -23,14 +26,21 @@ class ReceiptBook(Protocol):
 
 
 class Effects:
-    """The receipts of one run: a receipt is written only while the run owns its occurrence."""
+    """The receipts of one run: a receipt is written only while the run owns its occurrence.
+
+    `lost` is the run's lost flag: once it is set (the lease ran out by the local watchdog, was
+    taken over or handed back) nothing is asked of the database; every receipt is refused.
+    """
 
     def __init__(self, book: ReceiptBook, agent_id: str, lease: Lease) -> None:
         self._book = book
         self._agent_id = agent_id
         self._lease = lease
+        self.lost = threading.Event()
 
     def record(self, key: str, conn: Any = None) -> bool:
+        if self.lost.is_set():
+            raise self._lost(f"effect {key!r}")
         owned, inserted = self._book.record(self._agent_id, self._lease, key, conn)
         if not owned:
             raise self._lost(f"effect {key!r}")
@@ -38,6 +48,8 @@ class Effects:
 
     @contextmanager
     def once(self, key: str) -> Iterator[bool]:
+        if self.lost.is_set():
+            raise self._lost(f"once({key!r})")
         with self._book.hold(self._agent_id, self._lease, key) as (owned, inserted):
             if not owned:
                 raise self._lost(f"once({key!r})")
@@ -49,3 +61,10 @@ class Effects:
             f"lease lost for {lease.job_name} at {lease.fire_time.isoformat()} "
             f"(attempt {lease.attempt}): {what} refused"
         )
+
+
+def idempotency_key(job_name: str, fire_time: datetime, key: str) -> str:
+    """`claimsched-` and 40 hex digits of SHA-256 over (job, fire time in UTC, key): stable
+    across attempts, replicas and releases, and no longer than most APIs accept."""
+    text = "\x1f".join((job_name, fire_time.astimezone(UTC).isoformat(), key))
+    return "claimsched-" + hashlib.sha256(text.encode()).hexdigest()[:40]

@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from . import metrics
@@ -29,52 +30,44 @@ def presence(period: float) -> dict[str, Any]:
     }
 
 
+@dataclass
 class Housekeeper:
     """Keeps this agent's presence row fresh and reaps expired leases (any replica may).
 
-    `sweep` sends the one housekeeping statement; `on_reaped` is called when runs were fenced
-    out (the heartbeat should look at once), `on_claimable` when runs want an owner.
+    `sweep` sends the one housekeeping statement every `period` seconds; `on_reaped` is called
+    when runs were fenced out (the heartbeat should look at once), `on_claimable` when runs
+    want an owner.
     """
 
-    def __init__(
-        self,
-        sweep: Callable[[], Housekeeping],
-        period: float,
-        clock: DbClock,
-        log: AgentLog,
-        health: DatabaseHealth,
-        on_reaped: Callable[[], None],
-        on_claimable: Callable[[], None],
-    ) -> None:
-        self._sweep = sweep
-        self._period = period
-        self._clock = clock
-        self._log = log
-        self._health = health
-        self._on_reaped = on_reaped
-        self._on_claimable = on_claimable
+    sweep: Callable[[], Housekeeping]
+    period: float
+    clock: DbClock
+    log: AgentLog
+    health: DatabaseHealth
+    on_reaped: Callable[[], None]
+    on_claimable: Callable[[], None]
 
     def once(self) -> None:
         sent = time.time()
-        found = self._sweep()
-        self._clock.observe(found.db_now, sent, time.time())
+        found = self.sweep()
+        self.clock.observe(found.db_now, sent, time.time())
         if found.orphaned or found.exhausted or found.overdue:
             metrics.ORPHANS_REAPED.inc(found.orphaned)
-            self._log.info(
+            self.log.info(
                 "reaper: %d orphaned, %d out of attempts, %d past max_runtime",
                 found.orphaned,
                 found.exhausted,
                 found.overdue,
                 extra={"action": "reap"},
             )
-            self._on_reaped()
+            self.on_reaped()
         if found.claimable:
-            self._on_claimable()
+            self.on_claimable()
 
     def loop(self, stopping: threading.Event) -> None:
-        while not stopping.wait(self._period):
+        while not stopping.wait(self.period):
             try:
                 self.once()
-                self._health.succeeded()
+                self.health.succeeded()
             except DatabaseError as exc:
-                self._health.failed(exc)
+                self.health.failed(exc)

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from .effects import Effects
+from .effects import Effects, idempotency_key
 from .logs import AgentLog
 from .records import Lease
 
@@ -25,7 +25,7 @@ class Run:
         self._effects = effects
         self._lease = lease
         self.agent_id = agent_id
-        self.lost = threading.Event()
+        self.lost: threading.Event = effects.lost  # set: stop; effects are refused from then on
         self.log = AgentLog(
             logging.getLogger("claimsched.run"),
             {
@@ -64,17 +64,40 @@ class Run:
     def effect(self, key: str, conn: Any = None) -> bool:
         """Record the receipt for side effect `key`: True only the first time for this occurrence.
 
-        With `conn` (a psycopg connection in a transaction) the receipt joins that transaction,
-        so the app's own write and its receipt commit together. Raises LeaseLost when this run
-        no longer owns its occurrence.
+        With `conn` (a psycopg connection in a transaction): **exactly once** for a write to
+        your own database. The receipt joins that transaction, so your write and its receipt
+        commit together or not at all; if the run was fenced out meanwhile, the commit fails.
+
+        Without `conn`: **at most once** (the same as `at_most_once(key)`). The receipt commits
+        before you act, so a crash between the receipt and the side effect loses the effect for
+        good. For an external call that must happen, use `once()` with `idempotency_key()`.
+
+        Raises LeaseLost when this run no longer owns its occurrence.
         """
         return self._effects.record(key, conn)
 
+    def at_most_once(self, key: str) -> bool:
+        """True at most once per occurrence, committed before you act: a crash after it loses
+        the effect (never repeats it). For effects that may be skipped but never doubled."""
+        return self._effects.record(key, None)
+
     @contextmanager
     def once(self, key: str) -> Iterator[bool]:
-        """`with run.once(key) as first:` — the receipt commits only if the block succeeds."""
+        """`with run.once(key) as first:` — the receipt commits only if the block succeeds.
+
+        **At least once** for the block: a crash inside it (after an external call, before the
+        commit) runs it again in the next attempt. Pass `idempotency_key(key)` to the external
+        API so that it drops the repeat: together, the effect happens exactly once. The receipt
+        is held while the block runs, so no other attempt can take the occurrence over
+        meanwhile; keep the block shorter than the lease.
+        """
         with self._effects.once(key) as first:
             yield first
+
+    def idempotency_key(self, key: str) -> str:
+        """A stable key for (job, fire time, `key`): the same in every attempt and replica, for
+        external APIs that deduplicate requests (an `Idempotency-Key` header, a message id)."""
+        return idempotency_key(self.job_name, self.fire_time, key)
 
     def __repr__(self) -> str:
         return (

@@ -14,21 +14,24 @@ Daylight saving time:
   occurrence: twice in a repeated hour, never in a skipped one.
 
 ``@every <duration>`` fires at the Unix epoch plus whole multiples of the duration, whatever the
-time zone. Cron fields follow the usual rule for days: when both day-of-month and day-of-week are
-restricted (neither is ``*``), a day matches if either matches.
+time zone. The expressions themselves, and which days a cron expression names, are in `cron`.
 """
 
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_right
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from functools import cached_property, lru_cache
+from functools import cached_property, lru_cache, partial
 from itertools import pairwise
+from weakref import WeakValueDictionary
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from claimsched.errors import InvalidSchedule, UnknownTimeZone
+from claimsched.cron import Cron, Every, parse_duration, parse_rule, quoted
+from claimsched.errors import UnknownTimeZone
 
 __all__ = ["Schedule", "parse_duration", "parse_schedule", "validate_time_zone"]
 
@@ -41,41 +44,25 @@ _HORIZON_DAYS = 9 * 366
 # Keep one day clear of date.min/date.max so local and UTC conversions stay in range.
 _FIRST_ORDINAL = date.min.toordinal() + 1
 _LAST_ORDINAL = date.max.toordinal() - 1
+# Days of fire times each rule keeps: the few around "now" that next/latest/upcoming revisit.
+_DAYS_KEPT = 8
 
-_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
-_BOUNDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))  # day-of-week: 0 and 7 are Sunday
-_OPEN_HIGH = (59, 23, 31, 12, 6)  # where '*' and 'a/n' end
-_MONTHS = {name: n for n, name in enumerate(
-    ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"], 1)}
-_WEEKDAYS = {name: n for n, name in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
-_NAMES: tuple[dict[str, int], ...] = ({}, {}, {}, _MONTHS, _WEEKDAYS)
-_NAME_HINTS = ("", "", "", " or month name (JAN-DEC)", " or day name (SUN-SAT)")
-_LONGEST_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-_DESCRIPTORS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
-                "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
-                "@hourly": "0 * * * *"}
-_ITEM = re.compile(r"(?P<start>\*|[0-9A-Za-z]+)(?:-(?P<end>[0-9A-Za-z]+))?(?:/(?P<step>[0-9]+))?")
-_DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
-_DURATION_UNITS = (_DAY, 3600, 60, 1)
+_Fires = Sequence[int]  # the sorted UTC fire instants (epoch seconds) of one local day
+_Days = Callable[[int], _Fires]  # a day's fires by its ordinal
+
 _ZONE_NAME = re.compile(r"[A-Za-z0-9_+-]+(?:/[A-Za-z0-9_+-]+)*")
 
 
 def validate_time_zone(name: str) -> ZoneInfo:
     """The zone for an IANA time zone name, or UnknownTimeZone naming it."""
-    if not isinstance(name, str) or _ZONE_NAME.fullmatch(name) is None:
-        raise UnknownTimeZone(f"unknown time zone {name!r}")
+    if not isinstance(name, str):
+        raise UnknownTimeZone(f"unknown time zone: expected a string, got {type(name).__name__}")
+    if _ZONE_NAME.fullmatch(name) is None:
+        raise UnknownTimeZone(f"unknown time zone {quoted(name)}")
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError) as error:
-        raise UnknownTimeZone(f"unknown time zone {name!r}") from error
-
-
-def parse_duration(text: str) -> timedelta:
-    """A duration such as ``10s``, ``1h30m`` or ``2d``: whole seconds, at least one."""
-    try:
-        return timedelta(seconds=_duration_seconds(text))
-    except ValueError as error:
-        raise InvalidSchedule(f"invalid duration {text!r}: {error}", field="@every") from None
+        raise UnknownTimeZone(f"unknown time zone {quoted(name)}") from error
 
 
 def parse_schedule(expression: str, time_zone: str = "UTC") -> Schedule:
@@ -84,51 +71,26 @@ def parse_schedule(expression: str, time_zone: str = "UTC") -> Schedule:
 
 
 @dataclass(frozen=True)
-class _Every:
-    seconds: int
-
-
-@dataclass(frozen=True)
-class _Cron:
-    minutes: tuple[int, ...]
-    hours: tuple[int, ...]
-    days: frozenset[int]
-    months: frozenset[int]
-    weekdays: frozenset[int]  # 0 = Sunday
-    either_day: bool  # both day fields restricted: a day matches if either matches
-    fixed_time: bool  # hour field neither '*' nor a step: once per local time on DST days
-    _hash: int = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        # Hashed once: every day's fires are looked up in a cache keyed by the rule.
-        object.__setattr__(self, "_hash", hash((self.minutes, self.hours, self.days, self.months,
-                                                self.weekdays, self.either_day, self.fixed_time)))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def matches(self, day: date) -> bool:
-        if day.month not in self.months:
-            return False
-        in_month = day.day in self.days
-        in_week = day.isoweekday() % 7 in self.weekdays
-        return in_month or in_week if self.either_day else in_month and in_week
-
-
-@dataclass(frozen=True)
 class Schedule:
     """When a job fires: an expression (stripped) in an IANA time zone. Immutable, hashable."""
 
     expression: str
     time_zone: str = "UTC"
-    _rule: _Cron | _Every = field(init=False, repr=False, compare=False)
+    _rule: Cron | Every = field(init=False, repr=False, compare=False)
     _zone: ZoneInfo = field(init=False, repr=False, compare=False)
+    _days: _Days = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        expression = self.expression.strip()
-        object.__setattr__(self, "expression", expression)
-        object.__setattr__(self, "_rule", _parse_rule(expression))
-        object.__setattr__(self, "_zone", validate_time_zone(self.time_zone))
+        expression = self.expression
+        if isinstance(expression, str):
+            expression = expression.strip()
+            object.__setattr__(self, "expression", expression)
+        rule = parse_rule(expression)
+        zone = validate_time_zone(self.time_zone)
+        object.__setattr__(self, "_rule", rule)
+        object.__setattr__(self, "_zone", zone)
+        if isinstance(rule, Cron):
+            object.__setattr__(self, "_days", _days_of(rule, zone))
 
     def next_after(self, t: datetime) -> datetime | None:
         """The first fire time strictly after ``t``; None if it never fires again."""
@@ -145,7 +107,7 @@ class Schedule:
             raise ValueError(f"limit must be 0 or more, got {limit}")
         if high <= low or limit == 0:
             return []
-        if isinstance(self._rule, _Every):
+        if isinstance(self._rule, Every):
             step = self._rule.seconds
             first, last = low // step + 1, high // step
             if limit is not None:
@@ -161,16 +123,16 @@ class Schedule:
         low, high = _seconds(start), _seconds(end)
         if high <= low:
             return 0
-        if isinstance(self._rule, _Every):
+        if isinstance(self._rule, Every):
             return high // self._rule.seconds - low // self._rule.seconds
-        return len(self._cron_between(low, high, None))
+        return self._cron_count(low, high)
 
     def upcoming(self, t: datetime, count: int) -> list[datetime]:
         """The next ``count`` fire times after ``t`` (fewer if the schedule ends)."""
         at = _seconds(t)
         if count <= 0:
             return []
-        if isinstance(self._rule, _Every):
+        if isinstance(self._rule, Every):
             step = self._rule.seconds
             found = [(at // step + k) * step for k in range(1, count + 1)]
         else:
@@ -193,7 +155,7 @@ class Schedule:
     def period_hint(self) -> timedelta:
         """A typical interval between fires, to size sleeps: exact for ``@every``, else the
         smallest gap between consecutive fires by the calendar (ignoring DST)."""
-        if isinstance(self._rule, _Every):
+        if isinstance(self._rule, Every):
             return timedelta(seconds=self._rule.seconds)
         cron = self._rule
         times = sorted(hour * 60 + minute for hour in cron.hours for minute in cron.minutes)
@@ -206,9 +168,9 @@ class Schedule:
         return timedelta(minutes=min(gaps))
 
     def _next(self, at: int) -> int | None:
-        if isinstance(self._rule, _Every):
+        if isinstance(self._rule, Every):
             return (at // self._rule.seconds + 1) * self._rule.seconds
-        # Fires of one local day can reach into the next (a gap across midnight, a repeated hour
+        # _Fires of one local day can reach into the next (a gap across midnight, a repeated hour
         # across midnight): start a day early and look one day past the first hit.
         best: int | None = None
         ordinal = max(self._local_ordinal(at) - 1, _FIRST_ORDINAL)
@@ -237,7 +199,7 @@ class Schedule:
         return sorted(found)[:count]
 
     def _latest(self, at: int) -> int | None:
-        if isinstance(self._rule, _Every):
+        if isinstance(self._rule, Every):
             return at // self._rule.seconds * self._rule.seconds
         best: int | None = None
         ordinal = min(self._local_ordinal(at) + 1, _LAST_ORDINAL)
@@ -264,12 +226,43 @@ class Schedule:
         ordered = sorted(found)
         return ordered if limit is None else ordered[-limit:]
 
-    def _fires(self, ordinal: int) -> tuple[int, ...]:
+    def _cron_count(self, low: int, high: int) -> int:
+        """`len(_cron_between(low, high, None))` without building every fire time: a day well
+        inside the range whose clock runs steadily, as do its neighbours', adds minutes x hours.
+        The days of the edges, and around a clock change (whose fires may coincide with a
+        neighbour's, as when a skipped evening collapses onto the next midnight), count their
+        fires one by one."""
+        cron = self._rule
+        assert isinstance(cron, Cron)
+        found: set[int] = set()
+        first = max(self._local_ordinal(low) - 1, _FIRST_ORDINAL)
+        last = min(self._local_ordinal(high) + 1, _LAST_ORDINAL)
+        # A day's fires are within a day (the largest UTC offset) of its wall clock read as UTC.
+        inside = range(low // _DAY + 2 + _EPOCH_ORDINAL, high // _DAY - 1 + _EPOCH_ORDINAL)
+        steady: dict[int, bool] = {}
+
+        def is_steady(ordinal: int) -> bool:
+            if ordinal not in steady:
+                steady[ordinal] = _steady(self._zone, ordinal)
+            return steady[ordinal]
+
+        per_day, count = len(cron.minutes) * len(cron.hours), 0
+        for ordinal in range(first, last + 1):
+            if not cron.matches(date.fromordinal(ordinal)):
+                continue
+            if ordinal in inside and all(map(is_steady, (ordinal - 1, ordinal, ordinal + 1))):
+                count += per_day
+            else:
+                fires = self._days(ordinal)
+                found.update(fires[bisect_right(fires, low):bisect_right(fires, high)])
+        return count + len(found)
+
+    def _fires(self, ordinal: int) -> _Fires:
         """The sorted UTC fire instants (epoch seconds) of one local calendar day."""
-        assert isinstance(self._rule, _Cron)
+        assert isinstance(self._rule, Cron)
         if not self._rule.matches(date.fromordinal(ordinal)):
             return ()
-        return _day_fires(self._rule, self._zone, ordinal)
+        return self._days(ordinal)
 
     def _local_ordinal(self, at: int) -> int:
         try:
@@ -278,8 +271,21 @@ class Schedule:
             return _LAST_ORDINAL if at > 0 else _FIRST_ORDINAL
 
 
-@lru_cache(maxsize=256)
-def _day_fires(cron: _Cron, zone: ZoneInfo, ordinal: int) -> tuple[int, ...]:
+def _days_of(cron: Cron, zone: ZoneInfo) -> _Days:
+    """The fire instants of a rule in a zone by local day, with a cache of their own: schedules
+    never evict each other's days (one cache for all held the days of ~85 schedules), and the
+    live schedules of one rule and zone share theirs."""
+    days = _LIVE_DAYS.get((cron, zone))
+    if days is None:
+        days = _LIVE_DAYS[cron, zone] = lru_cache(maxsize=_DAYS_KEPT)(
+            partial(_day_fires, cron, zone))
+    return days
+
+
+_LIVE_DAYS: WeakValueDictionary[tuple[Cron, ZoneInfo], _Days] = WeakValueDictionary()
+
+
+def _day_fires(cron: Cron, zone: ZoneInfo, ordinal: int) -> _Fires:
     """The sorted, distinct UTC fire instants (epoch seconds) of one local calendar day."""
     day = date.fromordinal(ordinal)
     midnight = (ordinal - _EPOCH_ORDINAL) * _DAY
@@ -302,7 +308,16 @@ def _day_fires(cron: _Cron, zone: ZoneInfo, ordinal: int) -> tuple[int, ...]:
                     fires.add(wall - later)
             elif cron.fixed_time:  # the clock jumped over this time: run when the gap ends
                 fires.add(_gap_end(zone, wall - later, wall - earlier))
-    return tuple(sorted(fires))
+    return array("q", sorted(fires))
+
+
+def _steady(zone: ZoneInfo, ordinal: int) -> bool:
+    """Whether the local clock runs without a jump through a day: one offset at 00:00 and at
+    23:59, neither skipped nor repeated. (A change and its reversal within one day would pass
+    unseen; the closest offset changes in the time zone database are four days apart.)"""
+    day = date.fromordinal(ordinal)
+    (start, start_again), (end, end_again) = _offsets(zone, day, 0, 0), _offsets(zone, day, 23, 59)
+    return start == start_again == end == end_again
 
 
 def _offsets(zone: ZoneInfo, day: date, hour: int, minute: int) -> tuple[int, int]:
@@ -346,101 +361,3 @@ def _instant(at: int | None) -> datetime | None:
         return _EPOCH + timedelta(seconds=at)
     except OverflowError:
         return None
-
-
-def _invalid(expression: str, detail: str, name: str) -> InvalidSchedule:
-    return InvalidSchedule(f"invalid schedule {expression!r}: {detail}", field=name)
-
-
-def _duration_seconds(text: str) -> int:
-    match = _DURATION.fullmatch(text)
-    if not text or match is None:
-        raise ValueError("use whole numbers with units d, h, m, s, e.g. 10s, 1h30m, 2d")
-    seconds = sum(int(n) * unit for n, unit in zip(match.groups("0"), _DURATION_UNITS, strict=True))
-    if seconds < 1:
-        raise ValueError("the duration must be at least 1s")
-    if seconds > timedelta.max // _SECOND:
-        raise ValueError("the duration is too long")
-    return seconds
-
-
-@lru_cache(maxsize=1024)
-def _parse_rule(expression: str) -> _Cron | _Every:
-    """Cached: schedules with the same expression share one rule, and its cached day fires."""
-    words = expression.split()
-    if not words:
-        raise _invalid(expression, "the expression is empty", "expression")
-    head = words[0].lower()
-    if head == "@every":
-        if len(words) != 2:
-            raise _invalid(expression, "@every takes one duration, e.g. '@every 10s'", "@every")
-        try:
-            return _Every(_duration_seconds(words[1]))
-        except ValueError as error:
-            detail = f"@every duration {words[1]!r} is not valid: {error}"
-            raise _invalid(expression, detail, "@every") from None
-    if head.startswith("@"):
-        if head not in _DESCRIPTORS:
-            known = ", ".join([*_DESCRIPTORS, "@every <duration>"])
-            raise _invalid(expression, f"unknown descriptor {words[0]!r} (use {known})",
-                           "descriptor")
-        if len(words) != 1:
-            raise _invalid(expression, f"descriptor {words[0]!r} takes no fields", "descriptor")
-        words = _DESCRIPTORS[head].split()
-    if len(words) != 5:
-        detail = f"expected 5 fields ({' '.join(_FIELDS)}), got {len(words)}"
-        raise _invalid(expression, detail, "expression")
-    minutes, hours, days, months, weekdays = (
-        _parse_field(expression, index, text) for index, text in enumerate(words))
-    cron = _Cron(
-        minutes=tuple(sorted(minutes)),
-        hours=tuple(sorted(hours)),
-        days=frozenset(days),
-        months=frozenset(months),
-        weekdays=frozenset(day % 7 for day in weekdays),
-        either_day=words[2] != "*" and words[4] != "*",
-        fixed_time=words[1] != "*" and "/" not in words[1],
-    )
-    if words[4] == "*" and not any(day <= _LONGEST_MONTH[month - 1]
-                                   for month in months for day in days):
-        detail = f"never fires: day-of-month {words[2]!r} does not occur in month {words[3]!r}"
-        raise _invalid(expression, detail, "day-of-month")
-    return cron
-
-
-def _parse_field(expression: str, index: int, text: str) -> set[int]:
-    name, (low, high), names = _FIELDS[index], _BOUNDS[index], _NAMES[index]
-    open_high = _OPEN_HIGH[index]
-
-    def bad(problem: str) -> InvalidSchedule:
-        return _invalid(expression, f"{name} field {text!r} {problem}", name)
-
-    def value(token: str) -> int:
-        if token.isascii() and token.isdigit():
-            number = int(token)
-        elif token.upper() in names:
-            number = names[token.upper()]
-        else:
-            raise bad(f"has {token!r}, not a number{_NAME_HINTS[index]}")
-        if not low <= number <= high:
-            raise bad(f"is out of range {low}-{high}")
-        return number
-
-    values: set[int] = set()
-    for item in text.split(","):
-        match = _ITEM.fullmatch(item)
-        if match is None:
-            raise bad("is not valid: use *, a number, a-b, */n, a-b/n, a/n or a list a,b,c")
-        start, end, step = match.group("start", "end", "step")
-        if start == "*" and end is not None:
-            raise bad("is not valid: '*' cannot start a range")
-        first = low if start == "*" else value(start)
-        last = first if end is None else value(end)
-        if end is None and (start == "*" or step):
-            last = max(first, open_high)
-        if first > last:
-            raise bad(f"has a range that runs backwards ({item})")
-        if step is not None and int(step) < 1:
-            raise bad("has a step of 0; use 1 or more")
-        values.update(range(first, last + 1, int(step or 1)))
-    return values

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from claimsched.db import Store, redact_dsn
+from claimsched.db import OwnedSchedules, Store, redact_dsn
 from claimsched.errors import DatabaseUnavailable
 
 from .kubeapi import KubeApi, KubeApiError
@@ -56,6 +56,7 @@ class Database:
     name: str
     store: Store
     dsn: str
+    owned: OwnedSchedules  # the operator's statements on `store`
     maintained_at: float = field(default=0.0)
 
 
@@ -98,20 +99,16 @@ class Databases:
         log.info("database %s ready (%s), migrations applied: %s",
                  key, redact_dsn(dsn), applied or "none",
                  extra={"action": "database_open", "database": key})
-        database = self._by_dsn[dsn] = Database(key, store, dsn)
+        database = self._by_dsn[dsn] = Database(key, store, dsn, OwnedSchedules(store))
         return database
 
-    def existing(self, name: str) -> Store | None:
-        """The Store of an open database, by its name."""
+    def existing(self, name: str) -> Database | None:
+        """An open database, by its name."""
         with self._lock:
             for database in self._by_dsn.values():
                 if database.name == name:
-                    return database.store
+                    return database
             return None
-
-    def names(self) -> list[str]:
-        with self._lock:
-            return [database.name for database in self._by_dsn.values()]
 
     def maintain_due(self, interval: float, retention_days: int) -> None:
         """Run maintenance on every database whose last run is older than `interval` seconds."""

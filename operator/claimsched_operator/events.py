@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import kopf
+
 from .status import Observation
 
 NORMAL, WARNING = "Normal", "Warning"
@@ -17,6 +19,11 @@ class Event:
     type: str
     reason: str
     message: str
+
+
+def post(body: kopf.Body, event: Event) -> None:
+    """Post `event` about the resource `body` (kopf queues it; the message fits an Event)."""
+    kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
 
 
 def _count(status: Mapping[str, Any], field: str, sub: str) -> int | None:

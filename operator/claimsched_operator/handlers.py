@@ -1,43 +1,43 @@
 """kopf handlers: ClaimSchedule spec in, job_schedule row out; status and Events back.
 
-Handlers return None: everything reaches the resource through `patch.status` (a returned value
-would land in `status.<handler id>`, which the CRD rejects)."""
+Module-level handlers in `registry` (main.py runs kopf with it), each given the typed memo
+(runtime.Memo) that main.py hands to kopf. Handlers return None: everything reaches the resource
+through `patch.status` (a returned value would land in `status.<handler id>`, which the CRD
+rejects)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 from pydantic import ValidationError
 
-from claimsched.db import Store
-from claimsched.db.queries import query
-from claimsched.errors import (
-    ClaimschedError,
-    DatabaseError,
-    InvalidSchedule,
-    InvalidSpec,
-    UnknownTimeZone,
-)
+from claimsched.db.owned import Outcome
+from claimsched.errors import DatabaseError, InvalidSchedule, InvalidSpec, UnknownTimeZone
 from claimsched.specs import JobSpec, from_claimschedule
 
 from . import conditions, events, metrics, peering, triggers
-from .catalog import Entry
+from .catalog import Catalog, Entry
 from .conditions import AGENTS_AVAILABLE, READY, SYNCED, condition
-from .databases import DEFAULT, read_secret_dsn, secret_key
-from .kubeapi import KubeApi, KubeApiError
-from .models import ClaimScheduleSpec, rfc3339
-from .runtime import Runtime
-from .settings import OperatorSettings
+from .databases import DEFAULT, Database, read_secret_dsn, secret_key
+from .models import ClaimScheduleSpec, ConditionStatus
+from .runtime import Memo, Runtime
+from .settings import RETRY_DELAY_SECONDS
 
 log = logging.getLogger("claimsched.operator.handlers")
 
 RESOURCE = ("claimsched.io", "v1alpha1", "claimschedules")
 STORAGE_PREFIX = "operator.claimsched.io"
-RETRY_DELAY = 5.0
+STATUS_FIELDS = ("nextFireTime", "nextFireTimes", "lastFireTime", "lastSuccessfulTime",
+                 "lastRun", "activeRuns", "orphanedRuns", "failedRuns", "missedRuns",
+                 "liveAgents")
+
+registry = kopf.OperatorRegistry()
+Wanted = tuple[str, ConditionStatus, str, str]
 
 
 class OwnerConflict(InvalidSpec):
@@ -52,229 +52,214 @@ class DatabaseRefDisabled(InvalidSpec):
         super().__init__(self.__doc__ or "")
 
 
+REASONS: tuple[tuple[type[Exception], str], ...] = (
+    (OwnerConflict, "OwnerConflict"),
+    (DatabaseRefDisabled, "DatabaseRefDisabled"),
+    (InvalidSchedule, "InvalidSchedule"),
+    (UnknownTimeZone, "UnknownTimeZone"),
+)
+
+
 def _reason(exc: Exception) -> str:
-    if isinstance(exc, OwnerConflict):
-        return "OwnerConflict"
-    if isinstance(exc, DatabaseRefDisabled):
-        return "DatabaseRefDisabled"
-    if isinstance(exc, InvalidSchedule):
-        return "InvalidSchedule"
-    if isinstance(exc, UnknownTimeZone):
-        return "UnknownTimeZone"
-    return "InvalidSpec"
+    return next((reason for kind, reason in REASONS if isinstance(exc, kind)), "InvalidSpec")
 
 
-def sync_schedule(store: Store, spec: JobSpec) -> str:
-    """Write the row: 'created', 'updated' or 'unchanged'; OwnerConflict if not ours."""
-    with store.connection() as conn:
-        row = conn.execute(query("operator_sync_schedule"), spec.row()).fetchone()
-    assert row is not None
-    owner, existed, written, created = row
-    if not written and existed and owner is not None and owner != spec.owner:
-        raise OwnerConflict(
-            f"job {spec.job_name!r} already belongs to ClaimSchedule {owner}; "
-            "set a different spec.jobName"
-        )
-    return "created" if created else "updated" if written else "unchanged"
+@dataclass
+class Conditions:
+    """A resource's conditions, as one handler call finds and changes them."""
 
+    catalog: Catalog
+    owner: str
+    on_body: Sequence[Mapping[str, Any]] | None
+    generation: int | None
+    patch: kopf.Patch
+    before: Sequence[Mapping[str, Any]] | None = field(init=False)  # as the call began
 
-def release_schedule(store: Store, job_name: str, owner: str) -> bool:
-    with store.connection() as conn:
-        return conn.execute(
-            query("operator_release_schedule"), {"job_name": job_name, "owner": owner}
-        ).rowcount > 0
+    def __post_init__(self) -> None:
+        self.before = self.catalog.conditions(self.owner, self.on_body)
 
+    def status_of(self, type_: str) -> str | None:
+        """A condition's status as the call began."""
+        return conditions.status_of(self.before, type_)
 
-def _post(body: kopf.Body, event: events.Event) -> None:
-    kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1024])
-
-
-def _job_name(spec: Mapping[str, Any], name: str) -> str:
-    return str(spec.get("jobName") or name)
-
-
-def _path(namespace: str | None, name: str) -> str:
-    group, version, plural = RESOURCE
-    return f"/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}"
-
-
-def register(config: OperatorSettings, registry: kopf.OperatorRegistry) -> None:
-    """Register the operator's handlers, with `config`'s intervals, in `registry`."""
-    kube = KubeApi()
-
-    @kopf.on.startup(registry=registry)
-    async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
-            prefix=STORAGE_PREFIX)
-        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-            prefix=STORAGE_PREFIX)
-        settings.posting.level = logging.WARNING
-        settings.watching.server_timeout = 300
-        settings.watching.client_timeout = 330
-        settings.watching.connect_timeout = 10
-        settings.networking.request_timeout = 30
-        settings.execution.max_workers = 8
-        settings.peering.lifetime = config.peering_lifetime_seconds
-        settings.peering.stealth = True  # keep-alives are not worth a log line each
-        if config.namespace_list:
-            # Exact namespaces: no namespace or CRD observation, so no cluster-wide permissions.
-            settings.scanning.disabled = True
-        runtime = Runtime.create(config, kube)
-        memo["runtime"] = runtime
-        metrics.serve(config.metrics_port)
-        await runtime.start()
-        log.info("claimsched operator started", extra={"action": "startup"})
-
-    @kopf.on.login(registry=registry)
-    async def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        """The pod's service account in a cluster, else the kubeconfig (no client library).
-        The operator's own requests use the same credentials; the peering object is made
-        here, before kopf's peering (which starts only once a login succeeded) looks for it."""
-        info: kopf.ConnectionInfo | None = (
-            kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs))
-        if info is not None:
-            kube.use(info)
-            await peering.ensure(kube, config)
-        return info
-
-    @kopf.on.cleanup(registry=registry)
-    async def cleanup(memo: kopf.Memo, **_: Any) -> None:
-        runtime: Runtime | None = memo.get("runtime")
-        if runtime is not None:
-            await runtime.stop()
-        await kube.close()
-
-    @kopf.on.resume(*RESOURCE, registry=registry)
-    @kopf.on.create(*RESOURCE, registry=registry)
-    @kopf.on.update(*RESOURCE, registry=registry)
-    async def reconcile(
-        *, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status,
-        namespace: str | None, name: str, patch: kopf.Patch, memo: Any,
-        logger: kopf.Logger, **_: Any,
-    ) -> None:
-        runtime: Runtime = memo["runtime"]
-        owner = f"{namespace}/{name}"
-        job = _job_name(spec, name)
-        generation = meta.get("generation")
-        on_body = status.get("conditions")
-        old_conditions = runtime.catalog.conditions(owner, on_body)
-        patch.status["observedGeneration"] = generation
-        patch.status["jobName"] = job[:63]
-
-        def set_conditions(*wanted: tuple[str, Any, str, str]) -> None:
-            merged = runtime.catalog.merge_conditions(owner, on_body, wanted, generation)
-            if merged is not None:
-                patch.status["conditions"] = merged
-
-        try:
-            parsed = ClaimScheduleSpec.model_validate(dict(spec))
-            job_spec = from_claimschedule(dict(body), source="operator")
-        except (ValidationError, InvalidSpec, InvalidSchedule, UnknownTimeZone) as exc:
-            _invalid(runtime, body, owner, job, exc, old_conditions, set_conditions)
-            return
-        key, dsn = DEFAULT, None
-        try:
-            if parsed.database_ref is not None and namespace:
-                if not runtime.config.database_refs:
-                    raise DatabaseRefDisabled()
-                key = secret_key(namespace, parsed.database_ref)
-                dsn = await read_secret_dsn(runtime.kube, namespace, parsed.database_ref)
-            database = await asyncio.to_thread(runtime.databases.get, key, dsn)
-            store = database.store
-            outcome = await asyncio.to_thread(sync_schedule, store, job_spec)
-        except InvalidSpec as exc:
-            _invalid(runtime, body, owner, job, exc, old_conditions, set_conditions)
-            return
-        except DatabaseError as exc:
-            set_conditions(
-                condition(SYNCED, False, "DatabaseUnavailable", str(exc)),
-                condition(READY, False, "DatabaseUnavailable", str(exc)),
-            )
-            raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
-        metrics.SCHEDULES_SYNCED.labels(outcome).inc()
-        runtime.catalog.put(Entry(owner, job, database.name, job_spec, job_spec.parsed))
-        was_synced = conditions.status_of(old_conditions, SYNCED) == "True"
-        message = (f"job {job} runs {job_spec.schedule} in {job_spec.time_zone}"
-                   + (" (suspended)" if not job_spec.enabled else ""))
-        agents = conditions.status_of(old_conditions, AGENTS_AVAILABLE)
-        set_conditions(
-            condition(SYNCED, True, "Synced", message),
-            _ready(job_spec.enabled, agents != "False", job),
-        )
-        if outcome != "unchanged" or not was_synced:
-            _post(body, events.Event(events.NORMAL, "Synced", f"{message}: row {outcome}"))
-        logger.info("job %s synced: %s", job, outcome)
-        await _trigger(runtime.kube, store, body, meta, status, patch, job, logger)
-
-    @kopf.on.delete(*RESOURCE, registry=registry)
-    async def delete(
-        *, body: kopf.Body, spec: kopf.Spec, namespace: str | None, name: str, memo: Any,
-        logger: kopf.Logger, **_: Any,
-    ) -> None:
-        runtime: Runtime = memo["runtime"]
-        owner = f"{namespace}/{name}"
-        entry = runtime.catalog.get(owner)
-        runtime.catalog.drop(owner)
-        if entry is None:
-            return
-        store = runtime.databases.existing(entry.database)
-        if store is None:
-            return
-        try:
-            released = await asyncio.to_thread(release_schedule, store, entry.job_name, owner)
-        except DatabaseError as exc:
-            runtime.catalog.put(entry)
-            raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
-        runtime.counter.forget(entry.job_name)
-        if released:
-            logger.info("job %s disabled; its history is kept", entry.job_name)
-
-    @kopf.timer(*RESOURCE, interval=config.status_interval_seconds, registry=registry)
-    def publish(
-        *, body: kopf.Body, meta: kopf.Meta, status: kopf.Status, namespace: str | None, name: str,
-        patch: kopf.Patch, memo: Any, **_: Any,
-    ) -> None:
-        runtime: Runtime = memo["runtime"]
-        owner = f"{namespace}/{name}"
-        entry = runtime.catalog.get(owner)
-        if entry is None or entry.spec is None:
-            return
-        observed = runtime.catalog.observation(entry)
-        if observed is None:
-            return
-        fresh = observed.status.dump()
-        old_missed = (status.get("missedRuns") or {}).get("lastMissedTime")
-        if fresh["missedRuns"]["total"] and "lastMissedTime" not in fresh["missedRuns"] \
-                and old_missed:
-            fresh["missedRuns"]["lastMissedTime"] = old_missed
-        for field in ("nextFireTime", "nextFireTimes", "lastFireTime", "lastSuccessfulTime",
-                      "lastRun", "activeRuns", "orphanedRuns", "failedRuns", "missedRuns",
-                      "liveAgents"):
-            if status.get(field) != fresh.get(field):
-                patch.status[field] = fresh.get(field)  # None removes it
-        on_body = status.get("conditions")
-        old_conditions = runtime.catalog.conditions(owner, on_body)
-        agents_before = conditions.status_of(old_conditions, AGENTS_AVAILABLE)
-        available = observed.status.live_agents > 0
-        wanted = [
-            condition(AGENTS_AVAILABLE, available, "AgentsAvailable" if available else
-                      "NoLiveAgent", f"{observed.status.live_agents} live agent(s) handle job "
-                      f"{entry.job_name}"),
-        ]
-        if conditions.status_of(old_conditions, SYNCED) == "True":
-            wanted.append(_ready(entry.spec.enabled, available, entry.job_name))
-        merged = runtime.catalog.merge_conditions(owner, on_body, wanted, meta.get("generation"))
+    def set(self, *wanted: Wanted) -> None:
+        merged = self.catalog.merge_conditions(self.owner, self.on_body, wanted, self.generation)
         if merged is not None:
-            patch.status["conditions"] = merged
-        found = events.transitions(
-            entry.job_name, status, observed, memo.get("observed"),
-            None if agents_before is None else agents_before == "True")
-        for event in found:
-            _post(body, event)
-        memo["observed"] = observed
+            self.patch.status["conditions"] = merged
 
 
-def _ready(enabled: bool, agents: bool, job: str) -> tuple[str, Any, str, str]:
+# -- the operator ------------------------------------------------------------------------------
+
+@kopf.on.startup(registry=registry)
+async def startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
+    config = memo.runtime.config
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=STORAGE_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=STORAGE_PREFIX)
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 10
+    settings.networking.request_timeout = 30
+    settings.execution.max_workers = 8
+    settings.peering.lifetime = config.peering_lifetime_seconds
+    settings.peering.stealth = True  # keep-alives are not worth a log line each
+    if config.namespace_list:
+        # Exact namespaces: no namespace or CRD observation, so no cluster-wide permissions.
+        settings.scanning.disabled = True
+    metrics.serve(config.metrics_port)
+    await memo.runtime.start()
+    log.info("claimsched operator started", extra={"action": "startup"})
+
+
+@kopf.on.login(registry=registry)
+async def login(memo: Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    """The pod's service account in a cluster, else the kubeconfig (no client library).
+    The operator's own requests use the same credentials; the peering object is made
+    here, before kopf's peering (which starts only once a login succeeded) looks for it."""
+    info: kopf.ConnectionInfo | None = (
+        kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs))
+    if info is not None:
+        memo.runtime.kube.use(info)
+        await peering.ensure(memo.runtime.kube, memo.runtime.config)
+    return info
+
+
+@kopf.on.cleanup(registry=registry)
+async def cleanup(memo: Memo, **_: Any) -> None:
+    await memo.runtime.stop()
+
+
+# -- each ClaimSchedule ------------------------------------------------------------------------
+
+@kopf.on.resume(*RESOURCE, registry=registry)
+@kopf.on.create(*RESOURCE, registry=registry)
+@kopf.on.update(*RESOURCE, registry=registry)
+async def reconcile(
+    *, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status,
+    namespace: str | None, name: str, patch: kopf.Patch, memo: Memo, logger: kopf.Logger,
+    **_: Any,
+) -> None:
+    """Validate the spec, write its row in its database, then handle a new trigger value."""
+    runtime = memo.runtime
+    owner = f"{namespace}/{name}"
+    job = str(spec.get("jobName") or name)
+    generation = meta.get("generation")
+    found = Conditions(runtime.catalog, owner, status.get("conditions"), generation, patch)
+    patch.status["observedGeneration"] = generation
+    patch.status["jobName"] = job[:63]
+    try:
+        parsed = ClaimScheduleSpec.model_validate(dict(spec))
+        job_spec = from_claimschedule(dict(body), source="operator")
+        database = await _database(runtime, namespace, parsed)
+        synced = await asyncio.to_thread(database.owned.sync, job_spec)
+        if synced.held_by is not None:
+            raise OwnerConflict(f"job {job!r} already belongs to ClaimSchedule "
+                                f"{synced.held_by}; set a different spec.jobName")
+    except (ValidationError, InvalidSpec, InvalidSchedule, UnknownTimeZone) as exc:
+        _invalid(runtime, body, owner, job, exc, found)
+        return
+    except DatabaseError as exc:
+        found.set(condition(SYNCED, False, "DatabaseUnavailable", str(exc)),
+                  condition(READY, False, "DatabaseUnavailable", str(exc)))
+        raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY_SECONDS) from exc
+    runtime.catalog.put(Entry(owner, job, database.name, job_spec, job_spec.parsed))
+    _synced(body, job_spec, synced.outcome, found)
+    logger.info("job %s synced: %s", job, synced.outcome)
+    await triggers.request(database.owned, body, patch, job, logger)
+
+
+@kopf.on.delete(*RESOURCE, registry=registry)
+async def delete(
+    *, namespace: str | None, name: str, memo: Memo, logger: kopf.Logger, **_: Any,
+) -> None:
+    """Disable the row this resource owns and let go of it; its runs and effects stay."""
+    runtime = memo.runtime
+    owner = f"{namespace}/{name}"
+    entry = runtime.catalog.get(owner)
+    runtime.catalog.drop(owner)
+    if entry is None:
+        return
+    database = runtime.databases.existing(entry.database)
+    if database is None:
+        return
+    try:
+        released = await asyncio.to_thread(database.owned.release, entry.job_name, owner)
+    except DatabaseError as exc:
+        runtime.catalog.put(entry)
+        raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY_SECONDS) from exc
+    runtime.counter.forget(entry.job_name)
+    if released:
+        logger.info("job %s disabled; its history is kept", entry.job_name)
+
+
+def publish(
+    *, body: kopf.Body, meta: kopf.Meta, status: kopf.Status, namespace: str | None, name: str,
+    patch: kopf.Patch, memo: Memo, **_: Any,
+) -> None:
+    """The status timer: patch what the last refresh observed, post Events on transitions.
+
+    Registered by `add_status_timer`: kopf takes a timer's interval when it is registered, and
+    this one is a setting (CLAIMSCHED_OPERATOR_STATUS_INTERVAL_SECONDS)."""
+    runtime = memo.runtime
+    owner = f"{namespace}/{name}"
+    entry = runtime.catalog.get(owner)
+    observed = runtime.catalog.observation(entry) if entry is not None else None
+    if entry is None or entry.spec is None or observed is None:
+        return
+    fresh = observed.status.dump()
+    old_missed = (status.get("missedRuns") or {}).get("lastMissedTime")
+    if fresh["missedRuns"]["total"] and "lastMissedTime" not in fresh["missedRuns"] \
+            and old_missed:
+        fresh["missedRuns"]["lastMissedTime"] = old_missed
+    for key in STATUS_FIELDS:
+        if status.get(key) != fresh.get(key):
+            patch.status[key] = fresh.get(key)  # None removes it
+    found = Conditions(runtime.catalog, owner, status.get("conditions"), meta.get("generation"),
+                       patch)
+    agents_before = found.status_of(AGENTS_AVAILABLE)
+    live = observed.status.live_agents
+    wanted = [condition(AGENTS_AVAILABLE, live > 0, "AgentsAvailable" if live else "NoLiveAgent",
+                        f"{live} live agent(s) handle job {entry.job_name}")]
+    if found.status_of(SYNCED) == "True":
+        wanted.append(_ready(entry.spec.enabled, live > 0, entry.job_name))
+    found.set(*wanted)
+    for event in events.transitions(entry.job_name, status, observed, memo.observed,
+                                    None if agents_before is None else agents_before == "True"):
+        events.post(body, event)
+    memo.observed = observed
+
+
+def add_status_timer(interval: float) -> None:
+    """Register `publish` to run every `interval` seconds for each ClaimSchedule."""
+    kopf.timer(*RESOURCE, interval=interval, registry=registry)(publish)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+async def _database(runtime: Runtime, namespace: str | None,
+                    parsed: ClaimScheduleSpec) -> Database:
+    """The database of a valid spec: its databaseRef's (when enabled), else the default."""
+    key, dsn = DEFAULT, None
+    if parsed.database_ref is not None and namespace:
+        if not runtime.config.database_refs:
+            raise DatabaseRefDisabled()
+        key = secret_key(namespace, parsed.database_ref)
+        dsn = await read_secret_dsn(runtime.kube, namespace, parsed.database_ref)
+    return await asyncio.to_thread(runtime.databases.get, key, dsn)
+
+
+def _synced(body: kopf.Body, spec: JobSpec, outcome: Outcome, found: Conditions) -> None:
+    """Conditions, metrics and an Event (when something changed) for a row written."""
+    metrics.SCHEDULES_SYNCED.labels(outcome).inc()
+    message = (f"job {spec.job_name} runs {spec.schedule} in {spec.time_zone}"
+               + (" (suspended)" if not spec.enabled else ""))
+    found.set(condition(SYNCED, True, "Synced", message),
+              _ready(spec.enabled, found.status_of(AGENTS_AVAILABLE) != "False", spec.job_name))
+    if outcome != "unchanged" or found.status_of(SYNCED) != "True":
+        events.post(body, events.Event(events.NORMAL, "Synced", f"{message}: row {outcome}"))
+
+
+def _ready(enabled: bool, agents: bool, job: str) -> Wanted:
     if not enabled:
         return condition(READY, True, "Suspended", f"job {job} is suspended")
     if not agents:
@@ -282,51 +267,16 @@ def _ready(enabled: bool, agents: bool, job: str) -> tuple[str, Any, str, str]:
     return condition(READY, True, "Ready", f"job {job} is scheduled and handled")
 
 
-def _invalid(
-    runtime: Runtime, body: kopf.Body, owner: str, job: str, exc: Exception,
-    old_conditions: Any, set_conditions: Any,
-) -> None:
-    reason = "InvalidSpec" if isinstance(exc, ValidationError) else _reason(exc)
+def _invalid(runtime: Runtime, body: kopf.Body, owner: str, job: str, exc: Exception,
+             found: Conditions) -> None:
+    reason = _reason(exc)
     message = " ".join(str(exc).split())
-    was = [(c.get("reason"), c.get("message")) for c in old_conditions or ()
+    was = [(c.get("reason"), c.get("message")) for c in found.before or ()
            if c.get("type") == READY]
-    set_conditions(
-        condition(SYNCED, False, "InvalidSpec", message),
-        condition(READY, False, reason, message),
-    )
+    found.set(condition(SYNCED, False, "InvalidSpec", message),
+              condition(READY, False, reason, message))
     prior = runtime.catalog.get(owner)  # keep its database: delete releases what was ours
     runtime.catalog.put(Entry(owner, job, prior.database if prior else DEFAULT, None))
     metrics.INVALID_SPECS.labels(reason).inc()
     if was != [(reason, message)]:
-        _post(body, events.Event(events.WARNING, "Invalid", f"{reason}: {message}"))
-
-
-async def _trigger(
-    kube: KubeApi, store: Store, body: kopf.Body, meta: kopf.Meta, status: kopf.Status,
-    patch: kopf.Patch, job: str, logger: kopf.Logger,
-) -> None:
-    """A new claimsched.io/trigger value asks for exactly one manual run (see triggers.py)."""
-    annotations = meta.get("annotations") or {}
-    wanted = annotations.get(triggers.TRIGGER)
-    if not wanted:
-        return
-    wanted = str(wanted)
-    plan = triggers.Plan.decode(annotations.get(triggers.PLAN))
-    if triggers.handled(wanted, status.get("lastTrigger"), plan):
-        return
-    try:
-        if plan is None or plan.digest != triggers.digest(wanted):
-            plan = triggers.Plan.new(wanted, await asyncio.to_thread(store.db_now))
-            await kube.merge_patch(_path(meta.get("namespace"), str(meta.get("name"))),
-                                   {"metadata": {"annotations": {triggers.PLAN: plan.encode()}}})
-        new = await asyncio.to_thread(store.request_runs, job, [plan.fire_time], "manual")
-    except (ClaimschedError, KubeApiError) as exc:
-        raise kopf.TemporaryError(f"manual run of {job} not requested: {exc}",
-                                  delay=RETRY_DELAY) from exc
-    patch.status["lastTrigger"] = triggers.recorded_value(wanted)
-    if new:
-        _post(body, events.Event(events.NORMAL, "Triggered", (
-            f"manual run of job {job} requested (fire time {rfc3339(plan.fire_time)})")))
-    else:
-        logger.info("manual run of job %s at %s was requested before the operator stopped; "
-                    "recording it", job, plan.fire_time)
+        events.post(body, events.Event(events.WARNING, "Invalid", f"{reason}: {message}"))

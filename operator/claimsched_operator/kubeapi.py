@@ -1,5 +1,5 @@
 """The few Kubernetes API calls the operator makes beside kopf's own: read a databaseRef Secret,
-create the peering object, write a manual run's plan annotation.
+create the peering object.
 
 kopf offers no public helper for arbitrary API calls (its clients live in the internal
 `kopf._cogs`), so these go through aiohttp, a declared dependency of the `operator` extra and
@@ -22,7 +22,6 @@ import kopf
 from claimsched.version import __version__
 
 USER_AGENT = f"claimsched-operator/{__version__}"
-MERGE_PATCH = "application/merge-patch+json"
 
 
 class KubeApiError(Exception):
@@ -69,13 +68,12 @@ class KubeApi:
         return self._session, info
 
     async def request(
-        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
-    ) -> dict[str, Any]:
+        self, method: str, path: str, body: Any = None) -> dict[str, Any]:
         """Send one request (`path` like /api/v1/...); the JSON answer, or KubeApiError."""
         session, info = await self._connect()
         url = info.server.rstrip("/") + path
         data = None if body is None else json.dumps(body)
-        headers = None if body is None else {"Content-Type": content_type}
+        headers = None if body is None else {"Content-Type": "application/json"}
         try:
             async with session.request(method, url, data=data, headers=headers,
                                        proxy=info.proxy_url) as response:
@@ -98,9 +96,6 @@ class KubeApi:
 
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self.request("POST", path, body)
-
-    async def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self.request("PATCH", path, body, MERGE_PATCH)
 
     async def close(self) -> None:
         if self._session is not None:

@@ -8,7 +8,8 @@ import sys
 
 import kopf
 
-from .handlers import register
+from .handlers import add_status_timer, registry
+from .runtime import Memo, Runtime
 from .settings import OperatorSettings
 
 
@@ -35,11 +36,11 @@ def main(argv: list[str] | None = None) -> None:
         stream=sys.stderr,
     )
     config = OperatorSettings()
-    registry = kopf.OperatorRegistry()
-    register(config, registry)
+    add_status_timer(config.status_interval_seconds)
     namespaces = config.namespace_list
     kopf.run(
         registry=registry,
+        memo=Memo(Runtime.create(config)),
         standalone=not config.peering,
         peering_name=config.peering or None,
         priority=config.effective_priority,

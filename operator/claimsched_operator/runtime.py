@@ -1,5 +1,5 @@
-"""The operator's shared state and its named background loops: status refresh (one aggregate
-statement per database per interval) and maintenance."""
+"""The operator's shared state (kopf's memo) and its named background loops: status refresh (one
+aggregate statement per database per interval) and maintenance."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ log = logging.getLogger("claimsched.operator")
 
 @dataclass
 class Runtime:
-    """Everything the handlers share, kept in kopf's memo."""
+    """Everything the handlers share."""
 
     config: OperatorSettings
     databases: Databases
@@ -34,8 +34,9 @@ class Runtime:
     health: HealthServer | None = None
 
     @classmethod
-    def create(cls, config: OperatorSettings, kube: KubeApi) -> Runtime:
-        return cls(config, Databases(config.schema_name, config.default_dsn), kube)
+    def create(cls, config: OperatorSettings) -> Runtime:
+        """Nothing opened yet: databases open on first use, the API session once logged in."""
+        return cls(config, Databases(config.schema_name, config.default_dsn), KubeApi())
 
     # -- loops ---------------------------------------------------------------------------------
 
@@ -44,8 +45,8 @@ class Runtime:
         kept: set[tuple[str, str, str]] = set()
         for key, entries in self.catalog.by_database().items():
             kept.update(_series_key(e) for e in entries)
-            store = self.databases.existing(key)
-            if store is None:
+            database = self.databases.existing(key)
+            if database is None:
                 continue
             schedules = {e.job_name: e.schedule for e in entries if e.schedule is not None}
             previous = {e.job_name: seen for e in entries
@@ -53,7 +54,7 @@ class Runtime:
             started = time.monotonic()
             try:
                 observed = status.refresh(
-                    store, schedules, self.counter, self.config.retention_days, previous
+                    database.owned, schedules, self.counter, self.config.retention_days, previous
                 )
             except ClaimschedError as exc:
                 log.warning("status refresh of database %s failed: %s", key, exc,
@@ -113,6 +114,16 @@ class Runtime:
             await self.health.stop()
         await asyncio.to_thread(self.databases.close)
         await self.kube.close()
+
+
+@dataclass
+class Memo:
+    """kopf's memo (`kopf.run(memo=...)`), typed: operator handlers get this one, and each
+    resource's handlers a shallow copy of it, made when kopf first sees the resource. So the
+    runtime is shared, and `observed` is per resource."""
+
+    runtime: Runtime
+    observed: status.Observation | None = None  # what the status timer published last
 
 
 def _series_key(entry: Entry) -> tuple[str, str, str]:

@@ -11,6 +11,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from claimsched.settings import schema_name
 
 PRIORITY_RANGE = 1_000_000
+# How long kopf waits to run a handler again after a database or Kubernetes API error, seconds.
+RETRY_DELAY_SECONDS = 5.0
 
 
 def derived_priority(pod_name: str | None) -> int:

@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from claimsched.db import Store
-from claimsched.db.queries import query
+from claimsched.db import OwnedSchedules
 from claimsched.schedules import Schedule
 
 from .models import FailedRuns, LastRun, MissedRuns, ObservedStatus, OrphanedRuns, rfc3339
@@ -142,15 +141,6 @@ class _Job:
         return self.schedule.count_between(old, new), self.next_after(new)
 
 
-def fetch(store: Store, jobs: list[str], retention_days: int) -> list[dict[str, Any]]:
-    """The one statement of a refresh: every given job's counters, latest runs and agents."""
-    params = {"jobs": jobs, "retention_days": retention_days}
-    with store.connection() as conn:
-        cur = conn.execute(query("operator_status"), params)
-        names = [column.name for column in cur.description or ()]
-        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-
 def observe(
     row: Mapping[str, Any],
     schedule: Schedule,
@@ -222,7 +212,7 @@ def _time(t: datetime | None) -> str | None:
 
 
 def refresh(
-    store: Store,
+    owned: OwnedSchedules,
     schedules: Mapping[str, Schedule],
     counter: OccurrenceCounter,
     retention_days: int,
@@ -232,7 +222,7 @@ def refresh(
     refresh observed (unchanged jobs keep their observation)."""
     if not schedules:
         return {}
-    rows = fetch(store, sorted(schedules), retention_days)
+    rows = owned.status_rows(sorted(schedules), retention_days)
     before = previous or {}
     found: dict[str, Observation] = {}
     for row in rows:

@@ -1,41 +1,41 @@
-"""Manual runs from the `claimsched.io/trigger` annotation: one run per new value, even when the
-operator dies half-way.
+"""Manual runs from the `claimsched.io/trigger` annotation: one run per value of a resource, even
+when the operator dies half-way or two operators (not peered) handle the same resource.
 
 The run (a `job_runs` row in Postgres) and the record that it was asked for
-(`status.lastTrigger` in Kubernetes) cannot be written together, so the request itself is made
-idempotent. Before asking for the run, the operator writes a plan into its own annotation
-`operator.claimsched.io/trigger-plan`: a digest of the trigger value and the fire time it is
-going to use. The run's key is `(job_name, fire_time)`, and `request_run` inserts with
-`ON CONFLICT DO NOTHING`, so whichever step a crash interrupts, the next attempt finds the plan,
-asks for the same occurrence again, gets nothing new, and only then writes
-`status.lastTrigger`:
+(`status.lastTrigger` in Kubernetes) cannot be written together, and two operators may both see
+a value that no status records yet. So the database holds the invariant: the trigger's key, a
+digest of the resource's uid and the value, is inserted with the run in one statement
+(`OwnedSchedules.trigger`), and whoever comes second with the same key inserts nothing:
 
-- dies before the plan is stored: nothing was asked for; a new plan is made;
-- dies after the plan, before the run: the run is asked for with the planned fire time;
-- dies after the run, before `lastTrigger`: the same request inserts nothing.
+- dies before the run: nothing was asked for; the next attempt asks;
+- dies after the run, before `lastTrigger`: the next attempt inserts nothing and records it;
+- another operator handles the same value at the same time: one of them inserts the run.
 
-The plan's fire time is the database clock when the value is first seen, nudged off whole
-seconds so that it never takes the key of a scheduled occurrence. The plan stays after the run
-(overwritten by the next value): removing it in the same write as `lastTrigger` is not atomic
-(kopf patches the object and then its status), and a plan without a run is harmless."""
+A value is never run twice for one resource (the CRD says so): setting it back after another
+value records it and asks for nothing. A re-created resource has a new uid, so a new history."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
-from dataclasses import dataclass
-from datetime import datetime, timedelta
 
+import kopf
+
+from claimsched.db import OwnedSchedules
+from claimsched.errors import ClaimschedError
+
+from . import events
 from .models import rfc3339
+from .settings import RETRY_DELAY_SECONDS
 
 TRIGGER = "claimsched.io/trigger"
-PLAN = "operator.claimsched.io/trigger-plan"
 LAST_TRIGGER_LENGTH = 253  # status.lastTrigger's maxLength
 
 
-def digest(value: str) -> str:
-    """A short stable fingerprint of a trigger value (values may be long)."""
-    return hashlib.sha256(value.encode()).hexdigest()[:32]
+def key(uid: str, value: str) -> str:
+    """The trigger's key in the database: one per resource and value (values may be long)."""
+    return hashlib.sha256(json.dumps([uid, value]).encode()).hexdigest()
 
 
 def recorded_value(value: str) -> str:
@@ -43,42 +43,31 @@ def recorded_value(value: str) -> str:
     return value[:LAST_TRIGGER_LENGTH]
 
 
-@dataclass(frozen=True)
-class Plan:
-    """The manual run that a trigger value is turned into."""
-
-    digest: str
-    fire_time: datetime
-
-    def encode(self) -> str:
-        return json.dumps({"trigger": self.digest, "fireTime": rfc3339(self.fire_time)},
-                          separators=(",", ":"))
-
-    @classmethod
-    def decode(cls, text: str | None) -> Plan | None:
-        """The stored plan, or None when absent or unreadable (then a new plan is made)."""
-        if not text:
-            return None
-        try:
-            data = json.loads(text)
-            fire_time = datetime.fromisoformat(str(data["fireTime"]).replace("Z", "+00:00"))
-            return cls(str(data["trigger"]), fire_time)
-        except (ValueError, KeyError, TypeError):
-            return None
-
-    @classmethod
-    def new(cls, value: str, db_now: datetime) -> Plan:
-        """A plan for `value` at the database's now, never on a whole second."""
-        fire_time = db_now if db_now.microsecond else db_now + timedelta(microseconds=1)
-        return cls(digest(value), fire_time)
+def handled(value: str, last_trigger: str | None) -> bool:
+    """Whether status.lastTrigger shows `value` handled already. Only a saving: a value too
+    long to be recorded whole is asked for again each time, and the database says no."""
+    return len(value) <= LAST_TRIGGER_LENGTH and last_trigger == value
 
 
-def handled(value: str, last_trigger: str | None, plan: Plan | None) -> bool:
-    """Whether `value` was turned into a run and recorded already.
-
-    A plan for the value with no matching lastTrigger means a crash in between: not handled
-    (the planned request is repeated, and inserts nothing if it was made). Without any plan
-    (resources handled before plans existed), lastTrigger alone decides."""
-    if last_trigger != recorded_value(value):
-        return False
-    return plan is None or plan.digest == digest(value)
+async def request(
+    owned: OwnedSchedules, body: kopf.Body, patch: kopf.Patch, job: str, logger: kopf.Logger
+) -> None:
+    """Turn a new claimsched.io/trigger value into exactly one manual run of `job`, and record
+    the value in status.lastTrigger."""
+    wanted = (body.metadata.annotations or {}).get(TRIGGER)
+    if not wanted or handled(wanted, body.status.get("lastTrigger")):
+        return
+    trigger_key = key(str(body.metadata.uid), wanted)
+    try:
+        fire_time = await asyncio.to_thread(owned.trigger, job, trigger_key)
+    except ClaimschedError as exc:
+        raise kopf.TemporaryError(f"manual run of {job} not requested: {exc}",
+                                  delay=RETRY_DELAY_SECONDS) from exc
+    patch.status["lastTrigger"] = recorded_value(wanted)
+    if fire_time is None:
+        logger.info("trigger %r of job %s: its run was requested before (a retry, or another "
+                    "operator); recording it", wanted, job)
+        return
+    message = f"manual run of job {job} requested (fire time {rfc3339(fire_time)})"
+    logger.info("trigger %r of job %s: %s", wanted, job, message)
+    events.post(body, events.Event(events.NORMAL, "Triggered", message))

@@ -68,3 +68,24 @@ def test_each_scenario_writes_a_result_and_a_plot(scenario: str, tmp_path: Path)
         assert result["pgbench"]
     if scenario == "d":
         assert all(size["statements_per_refresh"] >= 1 for size in result["sizes"])
+
+
+def test_the_soak_versions_a_summary_and_keeps_the_raw_samples_apart(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.soak", "--replicas", "2", "--jobs", "3", "--duration", "5",
+         "--seed", "3", "--out", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=240, check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    stem = tmp_path / "soak-r2-j3-s3"
+    summary: dict[str, Any] = json.loads(stem.with_suffix(".json").read_text())
+    samples: dict[str, Any] = json.loads(stem.with_suffix(".samples.json").read_text())
+    assert stem.with_suffix(".png").stat().st_size > 0
+    assert not {"fire_to_start", "faults_executed", "faults_planned"} & set(summary)
+    assert summary["samples"] == "soak-r2-j3-s3.samples.json"
+    assert samples["fire_to_start"] and samples["faults_executed"]
+    assert sum(m["faults"] for m in summary["faults_by_minute"]) == len(samples["faults_executed"])
+    assert sum(m["occurrences"] for m in summary["fire_to_start_by_minute"]) == len(
+        samples["fire_to_start"])
+    assert summary["fire_to_start_seconds"]["p50"] is not None
+    assert summary["violations_found"] == 0 and summary["occurrences_checked"] > 0

@@ -9,11 +9,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from bench.chaos.harness import Replicas, replicas, store
 
-from claimsched.embedded import TemporaryPostgres
-from tests.integration.support import wait_for
-
-from .harness import Replicas, replicas, store
+from claimsched.tools.postgres import TemporaryPostgres
+from tests.helpers.polling import wait_for
 
 pytestmark = pytest.mark.slow
 

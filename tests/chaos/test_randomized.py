@@ -17,13 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
-
-from claimsched.db import Store
-from claimsched.records import Candidate, Completion
-from claimsched.specs import job_spec
-from tests.integration.support import runs, wait_for
-
-from .chaos import (
+from bench.chaos.storm import (
     FAULT_KINDS,
     PG_FAULTS,
     REPLICA_FAULTS,
@@ -35,6 +29,12 @@ from .chaos import (
     run_seed,
     summary,
 )
+
+from claimsched.db import Store
+from claimsched.records import Candidate, Completion
+from claimsched.specs import job_spec
+from tests.helpers.polling import wait_for
+from tests.integration.support import runs
 
 CI_SEEDS = [int(s) for s in os.environ.get("CHAOS_SEEDS", "11,23,37,41,59").split(",")]
 

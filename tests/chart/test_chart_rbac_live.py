@@ -19,12 +19,11 @@ import base64
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +31,11 @@ import aiohttp.web
 import kubernetes
 import pytest
 
+from claimsched.tools.postgres import free_port
 from tests.chart.chart import documents, env, of_kind
 from tests.helpers import kube_emulator
 from tests.helpers.kube_emulator import Exchange, Served, serve_emulator
+from tests.helpers.polling import wait_for
 
 OPERATOR = Path(sys.executable).parent / "claimsched-operator"
 NS = "default"  # the emulator's namespace
@@ -92,21 +93,6 @@ def healthy(port: int) -> bool:
             return bool(response.status == 200)
     except OSError:
         return False
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def eventually(probe: Callable[[], Any], what: str, log: Path, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := probe()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}\n{log.read_text()[-6000:]}")
-        time.sleep(0.1)
-    return result
 
 
 class RbacEmulator(kube_emulator.KubeEmulator):
@@ -209,14 +195,14 @@ def test_every_request_of_the_real_operator_is_granted_by_the_chart(
             name = env(docs)["CLAIMSCHED_OPERATOR_PEERING"]
             api = "kopf.dev/v1/clusterkopfpeerings" if clusterwide else "kopf.dev/v1/kopfpeerings"
             where = None if clusterwide else NS
-            eventually(lambda: (live(api, name, where) or {}).get("status"),
-                       f"the operator to create its peering object {name} (kopf keeps every "
-                       "replica paused until it exists) and to keep alive in it", log)
-        eventually(synced, "the ClaimSchedule to be synced", log)
-        eventually(lambda: served.emulator.sent("POST", f"/api/v1/namespaces/{NS}/events"),
-                   "an Event", log)
+            wait_for(lambda: (live(api, name, where) or {}).get("status"),
+                     f"the operator to create its peering object {name} (kopf keeps every "
+                     "replica paused until it exists) and to keep alive in it", log=log)
+        wait_for(synced, "the ClaimSchedule to be synced", log=log)
+        wait_for(lambda: served.emulator.sent("POST", f"/api/v1/namespaces/{NS}/events"),
+                 "an Event", log=log)
         time.sleep(1.5)  # a few status refreshes
-        eventually(lambda: healthy(health), "/healthz", log)
+        wait_for(lambda: healthy(health), "/healthz", log=log)
     finally:
         process.send_signal(signal.SIGTERM)
         try:

@@ -18,7 +18,7 @@ import pytest
 from psycopg import errors, sql
 
 from claimsched.db import Store
-from tests.integration.support import wait_for
+from tests.helpers.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT_ROLE_SQL = REPO / "examples" / "sql" / "agent-role.sql"

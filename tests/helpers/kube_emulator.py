@@ -17,8 +17,6 @@ import asyncio
 import contextlib
 import copy
 import datetime
-import gzip
-import importlib.resources
 import json
 import re
 import secrets
@@ -34,8 +32,8 @@ import attrs
 import jsonpatch
 import kmock
 import kubernetes_validate
-from kmock._internal import parsing, rendering
 
+from . import kmock_gaps
 from .crd_schema import Crd, CrdValidationError, load_crd
 
 Json = dict[str, Any]
@@ -46,18 +44,7 @@ _IMMUTABLE = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestam
               "deletionGracePeriodSeconds", "generation", "resourceVersion")
 _SELECTOR = re.compile(
     r"^\s*(!?)([\w./-]+)\s*(?:(==|=|!=)\s*([\w.-]*)|\s+(in|notin)\s*\(([^)]*)\))?\s*$")
-_NAMESPACE_PATH = re.compile(r"/api/v1/namespaces(?:/([^/]+))?(?:/(status|finalize))?/?")
-_original_parse_path = parsing.parse_path
-
-
-def _parse_path(path: str) -> parsing.ParsedPath:
-    # kmock 0.8 crashes on /api/v1/namespaces[/name]: they are cluster-scoped Namespace objects.
-    if match := _NAMESPACE_PATH.fullmatch(path):
-        return parsing.ParsedPath("", "v1", "namespaces", None, match[1], match[2])
-    return _original_parse_path(path)
-
-
-parsing.parse_path = _parse_path
+kmock_gaps.parse_namespace_paths()
 
 
 @dataclass
@@ -86,9 +73,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.fallback[kmock.method.PUT] << self._serve_written
         self.fallback["get /api/"] << self._serve_api
         self.fallback["get /apis/"] << self._serve_apis
-        bundled = importlib.resources.files("kmock._internal") / "resources.json.gz"
-        self.resources.load_data(gzip.decompress(bundled.read_bytes()))  # not load_bundled():
-        # that one calls the deprecated importlib.resources.read_binary
+        self.resources.load_data(kmock_gaps.bundled_resources())
         for plural, kind, namespaced in [("kopfpeerings", "KopfPeering", True),
                                          ("clusterkopfpeerings", "ClusterKopfPeering", False)]:
             self.resources[f"kopf.dev/v1/{plural}"] = kmock.ResourceInfo(
@@ -137,7 +122,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         exchange.status = response.status
         return response
 
-    async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+    async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         # Writes change the state first (like kmock), then users' reactions or the fallbacks
         # answer; refusals are answered here, before any reaction can pretend success.
         method, named = request.method.value, request.name is not None
@@ -153,13 +138,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response(_status(e), status=e.status)
         return await kmock.RawHandler._handle(self, request)
 
-    def _serve_written(self, request: rendering.Request) -> rendering.Response:
+    def _serve_written(self, request: kmock.Request) -> kmock.Response:
         status, body = self._answers.pop(request)
-        return rendering.Response(status=status, payload=body)
+        return kmock.Response(status=status, payload=body)
 
     _serve_create = _serve_update = _serve_delete = _serve_written  # type: ignore[assignment]
 
-    async def _write(self, request: rendering.Request, info: kmock.ResourceInfo
+    async def _write(self, request: kmock.Request, info: kmock.ResourceInfo
                      ) -> tuple[int, Json]:
         res = request.resource
         assert res is not None
@@ -196,7 +181,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             await self._publish(res, "DELETED" if gone else "MODIFIED", new)
         return 200, new
 
-    def _new_object(self, request: rendering.Request, info: kmock.ResourceInfo) -> Json:
+    def _new_object(self, request: kmock.Request, info: kmock.ResourceInfo) -> Json:
         new = copy.deepcopy(request.data)
         if not isinstance(new, dict):
             raise kmock.KubernetesError(400, "BadRequest", "the body must be a JSON object")
@@ -222,7 +207,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             new.pop("status", None)  # the status is only written through /status
         return new
 
-    def _updated(self, request: rendering.Request, info: kmock.ResourceInfo, old: Json) -> Json:
+    def _updated(self, request: kmock.Request, info: kmock.ResourceInfo, old: Json) -> Json:
         data = request.data
         ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
         expected_rv = None
@@ -293,7 +278,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             raise _invalid(obj, [("kind", f"no schema for {obj.get('kind')}")]) from None
         return obj
 
-    def _check_type(self, request: rendering.Request, info: kmock.ResourceInfo, obj: Json) -> None:
+    def _check_type(self, request: kmock.Request, info: kmock.ResourceInfo, obj: Json) -> None:
         res = request.resource
         assert res is not None
         api_version = f"{res.group}/{res.version}".lstrip("/")
@@ -303,7 +288,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             raise kmock.KubernetesError(400, "BadRequest", f"expected {api_version} {info.kind},"
                                         f" got {obj['apiVersion']} {obj['kind']}")
 
-    def _info(self, request: rendering.Request) -> kmock.ResourceInfo:
+    def _info(self, request: kmock.Request) -> kmock.ResourceInfo:
         if request.resource not in self.resources:
             raise kmock.KubernetesError(404, "NotFound", f"the server could not find the "
                                         f"requested resource {request.resource}")
@@ -335,18 +320,18 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self._rv += 1
         return str(self._rv)
 
-    async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
+    async def _serve_list(self, request: kmock.Request) -> kmock.Payload:
         info = self._info(request)
         res = request.resource
         assert res is not None
         return {"apiVersion": f"{res.group}/{res.version}".lstrip("/"), "kind": f"{info.kind}List",
                 "metadata": {"resourceVersion": str(self._rv)}, "items": self._matching(request)}
 
-    def _serve_watch(self, request: rendering.Request) -> rendering.Payload:  # type: ignore[override]
-        return rendering.Response(headers={"Content-Type": "application/json"},
+    def _serve_watch(self, request: kmock.Request) -> kmock.Payload:  # type: ignore[override]
+        return kmock.Response(headers={"Content-Type": "application/json"},
                                   payload=self._watch(request))
 
-    async def _watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
+    async def _watch(self, request: kmock.Request) -> AsyncIterator[kmock.Payload]:
         yield b""  # send the headers now, even if nothing happens for a while
         assert request.resource is not None
         bus = self._buses[request.resource]
@@ -376,11 +361,11 @@ class KubeEmulator(kmock.KubernetesEmulator):
         finally:
             await bus.unmark(mark)
 
-    def _matching(self, request: rendering.Request) -> list[Json]:
+    def _matching(self, request: kmock.Request) -> list[Json]:
         return [obj.raw for (res, _, _), obj in self._objects.items()
                 if res == request.resource and not obj.deleted and self._matches(request, obj.raw)]
 
-    def _matches(self, request: rendering.Request, obj: Json) -> bool:
+    def _matches(self, request: kmock.Request, obj: Json) -> bool:
         meta = obj.get("metadata", {})
         if request.namespace is not None and meta.get("namespace") != request.namespace:
             return False
@@ -388,13 +373,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
             return False
         return _selected(meta.get("labels") or {}, request.params.get("labelSelector", ""))
 
-    async def _serve_version(self, request: rendering.Request) -> rendering.Payload:
+    async def _serve_version(self, request: kmock.Request) -> kmock.Payload:
         doc = await super()._serve_version(request)
         assert isinstance(doc, dict)
         return {**doc, "groupVersion": doc["groupVersion"].lstrip("/")}
 
 
-def _is_builtin(request: rendering.Request) -> bool:
+def _is_builtin(request: kmock.Request) -> bool:
     return request.resource is not None and "." not in str(request.resource.group).replace(
         ".k8s.io", "")
 

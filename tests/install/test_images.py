@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from tests.helpers.dockerfile import Replay, replay
+from tests.helpers.polling import wait_for
 from tests.install.installed import REPO, clean_env, source_files
-from tests.integration.support import wait_for
 
 pytestmark = pytest.mark.slow
 

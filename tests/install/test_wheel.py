@@ -7,7 +7,6 @@ import signal
 import subprocess
 import tarfile
 import textwrap
-import urllib.request
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,10 +14,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from claimsched.embedded import free_port
+from claimsched.tools.postgres import free_port
 from tests.helpers.kube_emulator import serve_emulator
+from tests.helpers.polling import http_ok, wait_for
 from tests.install.installed import Dist, Venv, build, copy_checkout, source_files
-from tests.integration.support import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -173,12 +172,7 @@ def test_the_operator_from_the_wheel_loads_its_settings_and_serves_health(
     try:
         def healthy() -> bool:
             assert process.poll() is None, f"the operator exited:\n{log.read_text()[-3000:]}"
-            try:
-                url = f"http://127.0.0.1:{port}/healthz"
-                with urllib.request.urlopen(url, timeout=1) as response:
-                    return bool(response.status == 200)
-            except OSError:
-                return False
+            return http_ok(f"http://127.0.0.1:{port}/healthz")
 
         wait_for(healthy, timeout=30, what="the installed operator's /healthz")
     finally:

@@ -1,32 +1,11 @@
-"""Small helpers for integration tests: waiting on conditions, reading the claim table."""
+"""Small helpers for integration tests: reading the claim table, running SQL."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
-
-T = TypeVar("T")
-
-
-def wait_for(
-    condition: Callable[[], T],
-    timeout: float = 20.0,
-    interval: float = 0.05,
-    what: str = "condition",
-) -> T:
-    """Poll until `condition()` is truthy; fail with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def sql(dsn: str, statement: str, params: Any = None) -> list[tuple[Any, ...]]:

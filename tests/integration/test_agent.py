@@ -15,10 +15,11 @@ import pytest
 
 from claimsched import Agent, ConfigurationError, InvalidSchedule, InvalidSpec, Run
 from claimsched.db import Store
-from claimsched.embedded import free_port
 from claimsched.specs import job_spec
+from claimsched.tools.postgres import free_port
+from tests.helpers.polling import wait_for
 
-from .support import runs, sql, wait_for
+from .support import runs, sql
 
 FAST = {"housekeeping_seconds": 0.3, "retry_backoff_seconds": 0.1, "shutdown_grace_seconds": 2}
 

@@ -13,10 +13,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from claimsched import demo_app as app
-from claimsched.demo import verdict
-from claimsched.demo_view import Observations, effects_by_key
+from claimsched.db import Store
 from claimsched.schedules import parse_schedule
+from claimsched.tools.demo import app
+from claimsched.tools.demo.fleet import Fleet
+from claimsched.tools.demo.observations import LogTail, Observations, effects_by_key
+from claimsched.tools.demo.runner import DEMO_SCHEMA, prepare
+from claimsched.tools.demo.verdict import verdict
+from tests.helpers.polling import wait_for
 
 
 def _demo(*args: str, cwd: Path, timeout: float = 240) -> tuple[int, dict[str, Any] | None, str]:
@@ -155,3 +159,32 @@ def test_the_verdict_fails_on_a_duplicate_effect_or_a_missed_occurrence() -> Non
     missed = verdict(runs[1:], effects_by_key(ledger), windows, end, seen, True)
     assert not missed["held"] and missed["occurrences"]["missed"] == 1
     assert missed["occurrences"]["by_job"][app.REPORT]["missed"] == [fire_times[0].isoformat()]
+
+
+def test_the_replica_table_counts_the_runs_each_replica_starts(dsn: str, tmp_path: Path) -> None:
+    """The "runs started" column reads the replicas' logs: a replica's starts must be there."""
+    store = Store(dsn, schema=DEMO_SCHEMA, max_size=2)
+    store.open()
+    fleet = Fleet(dsn, DEMO_SCHEMA, tmp_path)
+    try:
+        prepare(store, DEMO_SCHEMA)
+        replica = fleet.start("r1")
+        tail, seen = LogTail("r1", replica.log), Observations()
+
+        def started() -> int:
+            for line in tail.read():
+                seen.learn(line)
+            return seen.starts["r1"]
+
+        wait_for(started, timeout=20, what=f"a run start in r1's log ({replica.log})")
+        fleet.stop(grace=5)
+        started()
+        done = [r for r in store.list_runs(limit=1000) if r["status"] == "done"]
+    finally:
+        fleet.kill()
+        store.close()
+    assert done and all(r["claimed_by"] == "r1" for r in done)
+    assert seen.starts["r1"] >= len(done)
+    assert {key for key, owners in seen.owners.items() if owners.get(1) == "r1"} >= {
+        (r["job_name"], r["fire_time"]) for r in done if r["attempt"] == 1
+    }

@@ -18,8 +18,9 @@ from claimsched.db.queries import query
 from claimsched.db.store import claim_params
 from claimsched.records import Candidate, ClaimResult, Completion, Lease
 from claimsched.specs import job_spec
+from tests.helpers.polling import wait_for
 
-from .support import past, runs, sql, wait_for
+from .support import past, runs, sql
 
 PRESENCE = {"hostname": "h", "pod": None, "namespace": None, "version": "t", "ttl_seconds": 9}
 

@@ -10,8 +10,9 @@ from claimsched.db import Store
 from claimsched.effects import Effects
 from claimsched.records import Candidate, Completion, Lease
 from claimsched.specs import job_spec
+from tests.helpers.polling import wait_for
 
-from .support import past, runs, sql, wait_for
+from .support import past, runs, sql
 
 PRESENCE = {"hostname": "h", "pod": None, "namespace": None, "version": "t", "ttl_seconds": 9}
 

@@ -7,10 +7,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from claimsched import SchemaMismatch
 from claimsched.db import SCHEMA_VERSION, Store
 from claimsched.db.queries import migration_files
+from tests.helpers.polling import wait_for
 
 from .support import sql
 
@@ -129,3 +131,51 @@ def test_maintenance_moves_strays_out_of_the_default_partition_and_drops_old_his
     where = sql(store.dsn, "SELECT tableoid::regclass::text FROM job_runs ORDER BY fire_time")
     assert where[-1] == (partition,)
     assert len(where) == 2
+
+
+def _wait_for_lock_wait(dsn: str, application: str) -> None:
+    wait_for(lambda: sql(dsn, "SELECT 1 FROM pg_stat_activity WHERE application_name = %s"
+                              " AND wait_event_type = 'Lock'", [application]),
+             f"{application} to wait for a lock", timeout=10)
+
+
+@pytest.mark.parametrize("change", ["create a partition", "drop old history"])
+def test_maintenance_takes_its_locks_in_the_order_statements_do_and_never_deadlocks(
+    store: Store, change: str
+) -> None:
+    """A statement locks job_runs, then the partition it routes to; maintenance must lock in
+    that order too. The other way round, a claim or a receipt that holds job_runs and wants
+    the default partition deadlocks with maintenance that holds the default partition and
+    wants job_runs (it killed starting agents: issue 16, item 14)."""
+    partitions = sorted(row[0] for row in sql(store.dsn, "SELECT relname FROM pg_class WHERE"
+                                                         " relname ~ '^job_runs_p[0-9]{6}$'"))
+    if change == "create a partition":
+        sql(store.dsn, f"DROP TABLE {partitions[-1]}")  # maintenance will create it again
+        retention = 90
+    else:
+        sql(store.dsn, "CREATE TABLE job_runs_p200001 PARTITION OF job_runs"
+                       " FOR VALUES FROM ('2000-01-01') TO ('2000-02-01')")
+        retention = 1
+    errors: list[BaseException] = []
+    statement = psycopg.connect(store.dsn, application_name="a-claim")
+    statement.execute("SET search_path = claimsched, public")
+    statement.execute("LOCK TABLE ONLY job_runs IN ROW EXCLUSIVE MODE")  # as an INSERT does
+
+    def maintain() -> None:
+        try:
+            Store(make_conninfo(store.dsn, application_name="maintenance")).maintain(retention)
+        except BaseException as exc:
+            errors.append(exc)
+
+    maintenance = threading.Thread(target=maintain)
+    maintenance.start()
+    try:
+        _wait_for_lock_wait(store.dsn, "maintenance")
+        # The statement now reaches the default partition, as a stray fire time routes there.
+        statement.execute("SELECT count(*) FROM job_runs_default")
+        statement.commit()
+    finally:
+        statement.close()
+        maintenance.join(30)
+    assert not errors, errors
+

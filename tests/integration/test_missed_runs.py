@@ -3,7 +3,7 @@ happened; a manual run at some other instant covers no occurrence."""
 
 from __future__ import annotations
 
-from claimsched.db import Store
+from claimsched.db import OwnedSchedules, Store
 from claimsched.schedules import Schedule
 from claimsched_operator.status import OccurrenceCounter, refresh
 
@@ -39,7 +39,9 @@ def _run(dsn: str, fire_time: object, kind: str) -> None:
 
 
 def _missed(store: Store) -> tuple[int, int]:
-    observed = refresh(store, {"report": Schedule(EVERY_FIVE)}, OccurrenceCounter(), 90)
+    observed = refresh(
+        OwnedSchedules(store), {"report": Schedule(EVERY_FIVE)}, OccurrenceCounter(), 90
+    )
     missed = observed["report"].status.missed_runs
     return missed.last24h, missed.total
 

@@ -9,16 +9,14 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import kmock
 import kubernetes
@@ -26,33 +24,15 @@ import pytest
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers.kube_emulator import Served, serve_emulator
+from tests.helpers.polling import http_ok, wait_for
 
+from claimsched.db import Store
+from claimsched.tools.postgres import free_port
 from claimsched_operator import permissions
 
-T = TypeVar("T")
 GROUP, VERSION, PLURAL, NS = "claimsched.io", "v1alpha1", "claimschedules", "default"
 OPERATOR = Path(sys.executable).parent / "claimsched-operator"
 KUBECTL_TOKEN = "kubectl-in-the-tests"  # the operator uses the kubeconfig's token
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def eventually(probe: Callable[[], T | None], what: str, timeout: float = 20,
-               log: Callable[[], str] | None = None) -> T:
-    """Poll until `probe` answers something truthy; fail naming `what` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}"
-                        + (f"\n{log()[-6000:]}" if log else ""))
-        time.sleep(0.05)
 
 
 @dataclass
@@ -89,18 +69,13 @@ class Operator:
             self.process = subprocess.Popen(
                 [str(OPERATOR), "--verbose"], stdout=out, stderr=subprocess.STDOUT,
                 env=env, cwd=self.folder)
-        eventually(self._healthy, "the operator's /healthz", log=self.log)
+        wait_for(self._healthy, "the operator's /healthz", log=self.log)
         return self
 
     def _healthy(self) -> bool:
         assert self.process is not None
         assert self.process.poll() is None, f"operator exited:\n{self.log()[-4000:]}"
-        try:
-            url = f"http://127.0.0.1:{self.health_port}/healthz"
-            with urllib.request.urlopen(url, timeout=1) as response:
-                return bool(response.status == 200)
-        except OSError:
-            return False
+        return http_ok(f"http://127.0.0.1:{self.health_port}/healthz")
 
     def get(self, path: str) -> int:
         """The HTTP status of GET `path` on the health port."""
@@ -193,6 +168,14 @@ def operator(served: Served, dsn: str, tmp_path: Path) -> Iterator[Operator]:
         raise
     finally:
         op.kill()
+
+
+def runs(store: Store, job: str, kind: str | None = None) -> int:
+    """How many runs of `job` (of one kind: scheduled, manual, backfill) the database holds."""
+    with store.connection() as conn:
+        row = conn.execute("SELECT count(*) FROM job_runs WHERE job_name = %s"
+                           " AND (%s::text IS NULL OR kind = %s)", [job, kind, kind]).fetchone()
+    return int(row[0]) if row else 0
 
 
 def claimschedule(name: str, schedule: str = "@every 1s", **spec: Any) -> dict[str, Any]:

@@ -6,12 +6,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import kubernetes
 import pytest
@@ -19,10 +18,10 @@ from kubernetes.client.rest import ApiException
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: tests.helpers
 from tests.helpers.kube_emulator import Exchange, Served
+from tests.helpers.polling import wait_for
 
-from claimsched.embedded import free_port
+from claimsched.tools.postgres import free_port
 
-T = TypeVar("T")
 GROUP, VERSION, PLURAL, NS = "claimsched.io", "v1alpha1", "claimschedules", "default"
 CR_PATH = f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/{PLURAL}"
 
@@ -52,20 +51,6 @@ def created(spec, meta, patch, body, **_):
 def deleted(body, **_):
     kopf.info(body, reason="Disabled", message="schedule disabled, history kept")
 '''
-
-
-def wait_for(probe: Callable[[], T | None], what: str, log: Path | None = None,
-             timeout: float = 30) -> T:
-    """Poll ``probe`` until it returns something truthy; fail with ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            tail = f"\nkopf's log:\n{log.read_text()[-4000:]}" if log else ""
-            pytest.fail(f"timed out after {timeout}s waiting for {what}{tail}")
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -138,7 +123,7 @@ def test_real_kopf_handles_create_and_delete_through_the_emulator(
         obj = fetch(api, "nightly")
         return obj if obj and obj.get("status", {}).get("conditions") else None
 
-    obj = wait_for(synced, "the status written by kopf", kopf_run)
+    obj = wait_for(synced, "the status written by kopf", log=kopf_run)
     assert obj["status"]["jobName"] == "nightly"
     assert obj["status"]["observedGeneration"] == 1
     assert obj["status"]["conditions"][0]["message"] == "nightly runs @every 10s in Europe/Berlin"
@@ -148,13 +133,13 @@ def test_real_kopf_handles_create_and_delete_through_the_emulator(
         posted = served.emulator.sent("POST", f"/api/v1/namespaces/{NS}/events")
         return [x for x in posted if x.body.get("reason") == "Synced" and x.status]
 
-    events = wait_for(synced_events, "the Synced event", kopf_run)
+    events = wait_for(synced_events, "the Synced event", log=kopf_run)
     assert events[0].status == 201  # validated against the Event schema and stored
     assert events[0].body["involvedObject"]["name"] == "nightly"
 
     deleting = api.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "nightly")
     assert deleting["metadata"]["deletionTimestamp"]
-    wait_for(lambda: fetch(api, "nightly") is None, "kopf to remove its finalizer", kopf_run)
+    wait_for(lambda: fetch(api, "nightly") is None, "kopf to remove its finalizer", log=kopf_run)
     assert [x for x in served.emulator.sent("POST") if x.body.get("reason") == "Disabled"]
     refused = [x for x in served.emulator.exchanges if (x.status or 0) >= 400 and x.method != "GET"]
     assert not refused, f"the emulator refused what kopf sent: {refused}"

@@ -7,6 +7,7 @@ import base64
 import kubernetes
 import psycopg
 from tests.helpers.kube_emulator import Served
+from tests.helpers.polling import wait_for
 
 from claimsched.db import Store
 from conftest import (
@@ -16,7 +17,6 @@ from conftest import (
     condition,
     create,
     events,
-    eventually,
     sample,
 )
 
@@ -45,8 +45,8 @@ def test_database_ref_puts_the_row_in_the_database_its_secret_names(
     # Disabled (the default): a databaseRef makes the resource invalid, with the reason.
     operator.start()
     create(api, claimschedule("remote", "@every 1h", databaseRef={"name": "reports-db"}))
-    ready = eventually(lambda: (c := condition(api, "remote", "Ready")) and
-                       c["status"] == "False" and c, "Ready=False", log=operator.log)
+    ready = wait_for(lambda: (c := condition(api, "remote", "Ready")) and
+                     c["status"] == "False" and c, "Ready=False", log=operator.log)
     assert ready["reason"] == "DatabaseRefDisabled"
     assert "CLAIMSCHED_OPERATOR_DATABASE_REFS=false" in ready["message"]
     assert events(served, "Invalid", "remote")[0]["message"].startswith("DatabaseRefDisabled:")
@@ -61,15 +61,15 @@ def test_database_ref_puts_the_row_in_the_database_its_secret_names(
     create(api, claimschedule("remote-copy", "@every 1h", databaseRef={"name": "reports-db-copy",
                                                                        "key": "dsn"}))
     create(api, claimschedule("local", "@every 1h"))
-    eventually(lambda: len(owners(empty_dsn)) == 2, "both rows in the Secret's database",
-               log=operator.log)
+    wait_for(lambda: len(owners(empty_dsn)) == 2, "both rows in the Secret's database",
+             log=operator.log)
     assert owners(empty_dsn) == {"remote": "default/remote", "remote-copy": "default/remote-copy"}
-    eventually(lambda: owners(dsn), "local's row in the default database", log=operator.log)
+    wait_for(lambda: owners(dsn), "local's row in the default database", log=operator.log)
     assert owners(dsn) == {"local": "default/local"}
     for name in ("remote", "remote-copy", "local"):
-        eventually(lambda n=name: (c := condition(api, n, "Synced")) and c["status"] == "True",
-                   f"{name} synced", log=operator.log)
-    eventually(lambda: (m := operator.metrics()) and sample(
+        wait_for(lambda n=name: (c := condition(api, n, "Synced")) and c["status"] == "True",
+                 f"{name} synced", log=operator.log)
+    wait_for(lambda: (m := operator.metrics()) and sample(
         m, "claimsched_operator_schedules", database="default") == 1 and m,
         "the schedules gauge", log=operator.log)
     # The shared Store is known by the Secret it was first opened for; its gauge shows both
@@ -80,7 +80,7 @@ def test_database_ref_puts_the_row_in_the_database_its_secret_names(
                        database=f"secret:default/{n}/dsn")
                 for n in ("reports-db", "reports-db-copy")}
 
-    eventually(lambda: shared() == {2, None}, "the shared database's gauge", log=operator.log)
+    wait_for(lambda: shared() == {2, None}, "the shared database's gauge", log=operator.log)
     assert operator.log().count("database secret:") == 1  # one Store opened for that database
 
     # databaseRef mode: reading Secrets is granted, and nothing else was asked for.

@@ -8,8 +8,9 @@ from datetime import datetime
 from pathlib import Path
 
 import kubernetes
-from tests.chaos.harness import replicas
+from bench.chaos.harness import replicas
 from tests.helpers.kube_emulator import Served
+from tests.helpers.polling import wait_for
 
 from claimsched.db import Store
 from conftest import (
@@ -18,7 +19,6 @@ from conftest import (
     condition,
     create,
     events,
-    eventually,
     patch,
     status,
 )
@@ -37,22 +37,22 @@ def test_created_schedule_is_synced_run_by_agents_and_reported(
     operator.start()
     create(api, claimschedule("tick", "@every 1s", leaseSeconds=6, heartbeatSeconds=1,
                               catchUpWindowSeconds=2))
-    row = eventually(lambda: rows(store, "tick"), "the job_schedule row", timeout=2,
-                     log=operator.log)[0]
+    row = wait_for(lambda: rows(store, "tick"), "the job_schedule row", timeout=2,
+                   log=operator.log)[0]
     assert (row["source"], row["owner"], row["schedule"]) == ("operator", "default/tick",
                                                               "@every 1s")
     with replicas(dsn, tmp_path, [{"name": "tick", "after": "done"}]) as group:
         group.start("a1")
-        s = eventually(lambda: (st := status(api, "tick")).get("lastSuccessfulTime")
-                       and st.get("liveAgents") and st, "a successful run in the status",
-                       log=lambda: f"{group.dump()}\n{group.query('TABLE claimsched.agents')}"
-                       f"\n{group.query('TABLE claimsched.job_runs')}\n{status(api, 'tick')}")
+        s = wait_for(lambda: (st := status(api, "tick")).get("lastSuccessfulTime")
+                     and st.get("liveAgents") and st, "a successful run in the status",
+                     log=lambda: f"{group.dump()}\n{group.query('TABLE claimsched.agents')}"
+                     f"\n{group.query('TABLE claimsched.job_runs')}\n{status(api, 'tick')}")
         assert s["lastRun"]["claimedBy"] == "a1"
         assert s["jobName"] == "tick" and s["observedGeneration"] == 1
         assert len(s["nextFireTimes"]) == 5 and s["nextFireTime"] == s["nextFireTimes"][0]
         assert s["liveAgents"] == 1
-        ready = eventually(lambda: (c := condition(api, "tick", "Ready")) and
-                           c["status"] == "True" and c, "Ready=True", log=operator.log)
+        ready = wait_for(lambda: (c := condition(api, "tick", "Ready")) and
+                         c["status"] == "True" and c, "Ready=True", log=operator.log)
         assert ready["reason"] == "Ready"
         assert condition(api, "tick", "Synced")["status"] == "True"  # type: ignore[index]
         assert condition(api, "tick", "AgentsAvailable")["status"] == "True"  # type: ignore[index]
@@ -73,26 +73,26 @@ def test_killed_agent_orphans_its_run_and_the_operator_reports_it(
     operator.start()
     create(api, claimschedule("slow", "@every 2s", leaseSeconds=5, heartbeatSeconds=1,
                               catchUpWindowSeconds=1, maxAttempts=3))
-    eventually(lambda: rows(store, "slow"), "the job_schedule row", log=operator.log)
+    wait_for(lambda: rows(store, "slow"), "the job_schedule row", log=operator.log)
     with replicas(dsn, tmp_path, [{"name": "slow", "sleep": 6, "after": "done"}]) as group:
         for name in ("a1", "a2", "a3"):
             group.start(name)
-        owner = eventually(lambda: group.owner_of_running("slow"), "a running run",
-                           log=group.dump)
-        before = eventually(lambda: status(api, "slow").get("orphanedRuns"),
-                            "orphanedRuns in the status", log=operator.log)
+        owner = wait_for(lambda: group.owner_of_running("slow"), "a running run",
+                         log=group.dump)
+        before = wait_for(lambda: status(api, "slow").get("orphanedRuns"),
+                          "orphanedRuns in the status", log=operator.log)
         assert before == {"current": 0, "last24h": 0}
         group.running[owner].signal(signal.SIGKILL)
 
-        orphaned = eventually(lambda: (o := status(api, "slow").get("orphanedRuns"))
-                              and o["last24h"] >= 1 and o, "orphanedRuns to rise",
-                              log=lambda: f"{group.dump()}\n{operator.log()}")
+        orphaned = wait_for(lambda: (o := status(api, "slow").get("orphanedRuns"))
+                            and o["last24h"] >= 1 and o, "orphanedRuns to rise",
+                            log=lambda: f"{group.dump()}\n{operator.log()}")
         assert orphaned["last24h"] == 1
-        event = eventually(lambda: events(served, "RunOrphaned", "slow"), "a RunOrphaned Event",
-                           log=operator.log)[0]
+        event = wait_for(lambda: events(served, "RunOrphaned", "slow"), "a RunOrphaned Event",
+                         log=operator.log)[0]
         assert event["type"] == "Warning" and "lost their lease" in event["message"]
         # Another agent takes the orphan over with the next attempt.
-        taken = eventually(lambda: group.query(
+        taken = wait_for(lambda: group.query(
             "SELECT claimed_by, attempt FROM claimsched.job_runs"
             " WHERE job_name = 'slow' AND orphan_count = 1 AND status IN ('running', 'done')"),
             "the orphan to be reclaimed", log=group.dump)
@@ -107,7 +107,7 @@ def test_suspended_schedule_starts_no_runs_and_resumes_without_catch_up(
     # A long catch-up window with policy All: anything missed while suspended would be run.
     create(api, claimschedule("tick", "@every 1s", leaseSeconds=6, heartbeatSeconds=1,
                               catchUpWindowSeconds=600, catchUpPolicy="All"))
-    eventually(lambda: rows(store, "tick"), "the job_schedule row", log=operator.log)
+    wait_for(lambda: rows(store, "tick"), "the job_schedule row", log=operator.log)
 
     def runs(after: datetime | None = None, until: datetime | None = None,
              done: bool = False, started_after: datetime | None = None) -> int:
@@ -126,25 +126,25 @@ def test_suspended_schedule_starts_no_runs_and_resumes_without_catch_up(
     with replicas(dsn, tmp_path, [{"name": "tick", "after": "done"}]) as group:
         group.start("a1")
         group.start("a2")
-        eventually(lambda: runs(done=True) >= 2, "runs before suspending",
-                   log=group.dump)
+        wait_for(lambda: runs(done=True) >= 2, "runs before suspending",
+                 log=group.dump)
 
         patch(api, "tick", {"spec": {"suspend": True}})
-        eventually(lambda: not rows(store, "tick")[0]["enabled"], "the row to be disabled",
-                   log=operator.log)
+        wait_for(lambda: not rows(store, "tick")[0]["enabled"], "the row to be disabled",
+                 log=operator.log)
         disabled = db_time(store)  # every claim from now on sees the row disabled
-        eventually(lambda: (c := condition(api, "tick", "Ready")) and c["reason"] == "Suspended",
-                   "Ready: Suspended", log=operator.log)
+        wait_for(lambda: (c := condition(api, "tick", "Ready")) and c["reason"] == "Suspended",
+                 "Ready: Suspended", log=operator.log)
         time.sleep(3)  # three occurrences fall while suspended, with both agents running
         assert runs(after=disabled) == runs(started_after=disabled) == 0
 
         patch(api, "tick", {"spec": {"suspend": False}})
-        resumed = eventually(lambda: (r := rows(store, "tick")[0])["enabled"] and r,
-                             "the row to be enabled", log=operator.log)["active_since"]
-        eventually(lambda: runs(after=resumed, done=True) >= 2,
-                   "runs after resuming", log=group.dump)
+        resumed = wait_for(lambda: (r := rows(store, "tick")[0])["enabled"] and r,
+                           "the row to be enabled", log=operator.log)["active_since"]
+        wait_for(lambda: runs(after=resumed, done=True) >= 2,
+                 "runs after resuming", log=group.dump)
         # Nothing of the suspended period was caught up, though the window would allow it.
         assert runs(after=disabled, until=resumed) == 0
-        eventually(lambda: (s := status(api, "tick").get("lastRun")) and
-                   datetime.fromisoformat(s["fireTime"].replace("Z", "+00:00")) > resumed,
-                   "the status to show a run after resuming", log=operator.log)
+        wait_for(lambda: (s := status(api, "tick").get("lastRun")) and
+                 datetime.fromisoformat(s["fireTime"].replace("Z", "+00:00")) > resumed,
+                 "the status to show a run after resuming", log=operator.log)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import kubernetes
 import pytest
 from tests.helpers.kube_emulator import Served
+from tests.helpers.polling import wait_for
 
 from claimsched.db import Store
 from claimsched_operator.settings import PRIORITY_RANGE, OperatorSettings, derived_priority
@@ -16,8 +17,8 @@ from conftest import (
     claimschedule,
     create,
     events,
-    eventually,
     patch,
+    runs,
     status,
 )
 
@@ -25,13 +26,6 @@ TRIGGER = "claimsched.io/trigger"
 PEERING = {"CLAIMSCHED_OPERATOR_PEERING": "claimsched",
            "CLAIMSCHED_OPERATOR_PEERING_LIFETIME_SECONDS": "3"}
 RESUMED = "Resuming operations after the pause"
-
-
-def manual_runs(store: Store, job: str) -> int:
-    with store.connection() as conn:
-        row = conn.execute("SELECT count(*) FROM job_runs WHERE job_name = %s"
-                           " AND kind = 'manual'", [job]).fetchone()
-    return int(row[0]) if row else 0
 
 
 def synced(api: kubernetes.client.CustomObjectsApi, name: str, trigger: str) -> bool:
@@ -44,9 +38,9 @@ def test_peered_operators_act_once_and_the_standby_takes_over(
         served: Served, api: kubernetes.client.CustomObjectsApi,
         spawn: Callable[..., Operator], store: Store) -> None:
     active = spawn("active", CLAIMSCHED_OPERATOR_PRIORITY="200", **PEERING)
-    eventually(lambda: RESUMED in active.log(), "the first replica to work", log=active.log)
+    wait_for(lambda: RESUMED in active.log(), "the first replica to work", log=active.log)
     standby = spawn("standby", CLAIMSCHED_OPERATOR_PRIORITY="100", **PEERING)
-    peering = eventually(lambda: (p := served.emulator.live_object(
+    peering = wait_for(lambda: (p := served.emulator.live_object(
         "kopf.dev/v1/clusterkopfpeerings", None, "claimsched")) and len(p.get("status") or {})
         == 2 and p, "both replicas in the peering object", log=standby.log)
     assert sorted(peer["priority"] for peer in peering["status"].values()) == [100, 200]
@@ -56,9 +50,9 @@ def test_peered_operators_act_once_and_the_standby_takes_over(
         doc["metadata"]["annotations"] = {TRIGGER: "one"}
         create(api, doc)
     for name in ("first", "second"):
-        eventually(lambda n=name: synced(api, n, "one"), f"{name} synced and triggered",
-                   log=active.log)
-        assert manual_runs(store, name) == 1
+        wait_for(lambda n=name: synced(api, n, "one"), f"{name} synced and triggered",
+                 log=active.log)
+        assert runs(store, name, "manual") == 1
         assert len(events(served, "Synced", name)) == 1
     assert "job first synced" in active.log() and "job first synced" not in standby.log()
     assert RESUMED not in standby.log()
@@ -67,11 +61,11 @@ def test_peered_operators_act_once_and_the_standby_takes_over(
     active.kill()
     patch(api, "first", {"metadata": {"annotations": {TRIGGER: "two"}}})
     create(api, claimschedule("third", "@daily"))
-    eventually(lambda: synced(api, "first", "two"), "the standby to handle the new trigger",
-               timeout=30, log=standby.log)
-    eventually(lambda: events(served, "Synced", "third"), "third synced", log=standby.log)
+    wait_for(lambda: synced(api, "first", "two"), "the standby to handle the new trigger",
+             timeout=30, log=standby.log)
+    wait_for(lambda: events(served, "Synced", "third"), "third synced", log=standby.log)
     assert RESUMED in standby.log() and "job third synced" in standby.log()
-    assert (manual_runs(store, "first"), manual_runs(store, "second")) == (2, 1)
+    assert (runs(store, "first", "manual"), runs(store, "second", "manual")) == (2, 1)
     assert [len(events(served, "Synced", n)) for n in ("first", "second", "third")] == [1, 1, 1]
     peers = served.emulator.live_object("kopf.dev/v1/clusterkopfpeerings", None, "claimsched")
     assert [p["priority"] for p in (peers or {}).get("status", {}).values()] == [100]

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import kubernetes
 import psycopg
-from tests.chaos.harness import replicas
+from bench.chaos.harness import replicas
+from tests.helpers.polling import wait_for
 
-from conftest import Operator, claimschedule, create, delete, eventually, sample, status
+from conftest import Operator, claimschedule, create, delete, sample, status
 
 PER_SCHEDULE = ("claimsched_operator_missed_runs", "claimsched_operator_failed_runs",
                 "claimsched_operator_orphaned_runs",
@@ -33,8 +34,8 @@ def test_probes_follow_the_default_database_and_metrics_report_each_schedule(
         assert operator.get("/readyz") == 503
         with psycopg.connect(server_dsn, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-        eventually(lambda: operator.get("/readyz") == 200, "ready once the database is up",
-                   log=operator.log)
+        wait_for(lambda: operator.get("/readyz") == 200, "ready once the database is up",
+                 log=operator.log)
         scenario(api, operator, late_dsn, tmp_path)
     finally:
         operator.kill()
@@ -54,8 +55,8 @@ def scenario(api: kubernetes.client.CustomObjectsApi, operator: Operator, dsn: s
             replicas(dsn, tmp_path / "flaky", [{"name": "flaky", "fail": True}]) as flaky:
         slow.start("a1")
         flaky.start("b1")
-        eventually(lambda: slow.owner_of_running("slow") == "a1", "slow running on a1",
-                   log=slow.dump)
+        wait_for(lambda: slow.owner_of_running("slow") == "a1", "slow running on a1",
+                 log=slow.dump)
         slow.running["a1"].signal(signal.SIGKILL)
 
         def value(metric: str, job: str) -> float | None:
@@ -71,15 +72,15 @@ def scenario(api: kubernetes.client.CustomObjectsApi, operator: Operator, dsn: s
             ("claimsched_operator_schedules_without_agents", "slow"): lambda v: v == 1,
         }
         for (metric, job), check in expected.items():
-            eventually(lambda m=metric, j=job, c=check: (v := value(m, j)) is not None and c(v),
-                       f"{metric} of {job}", timeout=30,
-                       log=lambda: f"{flaky.dump()}\n{operator.metrics()}")
+            wait_for(lambda m=metric, j=job, c=check: (v := value(m, j)) is not None and c(v),
+                     f"{metric} of {job}", timeout=30,
+                     log=lambda: f"{flaky.dump()}\n{operator.metrics()}")
     # The status says the same (it is patched by the next timer run, up to 0.5 s later).
     for job, field, sub, check in (("slow", "orphanedRuns", "current", lambda v: v == 1),
                                    ("flaky", "failedRuns", "last24h", lambda v: v >= 1),
                                    ("lonely", "missedRuns", "last24h", lambda v: v >= 1)):
-        eventually(lambda j=job, f=field, k=sub, c=check: c(status(api, j)[f][k]),
-                   f"{field}.{sub} of {job}", log=operator.log)
+        wait_for(lambda j=job, f=field, k=sub, c=check: c(status(api, j)[f][k]),
+                 f"{field}.{sub} of {job}", log=operator.log)
 
     metrics = operator.metrics()
     names = {metric for metric, _ in metrics}
@@ -90,6 +91,6 @@ def scenario(api: kubernetes.client.CustomObjectsApi, operator: Operator, dsn: s
 
     # A deleted ClaimSchedule's series go away.
     delete(api, "lonely")
-    eventually(lambda: not any(("claimschedule", "lonely") in labels
-                               for _, labels in operator.metrics()),
-               "lonely's series to go", log=operator.log)
+    wait_for(lambda: not any(("claimschedule", "lonely") in labels
+                             for _, labels in operator.metrics()),
+             "lonely's series to go", log=operator.log)

@@ -9,6 +9,7 @@ import threading
 import kmock
 import kubernetes
 from tests.helpers.kube_emulator import Served
+from tests.helpers.polling import wait_for
 
 from claimsched.db import Store
 from conftest import (
@@ -23,22 +24,14 @@ from conftest import (
     create,
     delete,
     events,
-    eventually,
     fetch,
     operator_permissions,
     patch,
+    runs,
     status,
 )
 
 TRIGGER = "claimsched.io/trigger"
-PLAN = "operator.claimsched.io/trigger-plan"
-
-def runs(store: Store, job: str, kind: str | None = None) -> int:
-    with store.connection() as conn:
-        row = conn.execute("SELECT count(*) FROM job_runs WHERE job_name = %s"
-                           " AND (%s::text IS NULL OR kind = %s)", [job, kind, kind]).fetchone()
-    return int(row[0]) if row else 0
-
 
 def schedule_row(store: Store, job: str) -> tuple[object, ...] | None:
     with store.connection() as conn:
@@ -54,12 +47,12 @@ def test_invalid_specs_missing_agents_triggers_restart_and_delete(
     create(api, claimschedule("bad-cron", "61 * * * *"))
     create(api, claimschedule("lonely", "@every 1s", leaseSeconds=5, heartbeatSeconds=1,
                               catchUpWindowSeconds=1))
-    eventually(lambda: schedule_row(store, "lonely"), "lonely's row", log=operator.log)
+    wait_for(lambda: schedule_row(store, "lonely"), "lonely's row", log=operator.log)
     create(api, claimschedule("copycat", "@every 1s", jobName="lonely"))
 
-    ready = {name: eventually(lambda n=name: (c := condition(api, n, "Ready"))
-                              and c["status"] == "False" and c, f"Ready=False on {name}",
-                              log=operator.log)
+    ready = {name: wait_for(lambda n=name: (c := condition(api, n, "Ready"))
+                            and c["status"] == "False" and c, f"Ready=False on {name}",
+                            log=operator.log)
              for name in ("bad-zone", "bad-cron", "copycat")}
     assert ready["bad-zone"]["reason"] == "UnknownTimeZone"
     assert ready["bad-cron"]["reason"] == "InvalidSchedule"
@@ -69,46 +62,46 @@ def test_invalid_specs_missing_agents_triggers_restart_and_delete(
     assert schedule_row(store, "lonely") == ("@every 1s", True, "default/lonely")
 
     # Nobody handles "lonely": AgentsAvailable=False, NoLiveAgent once, missed runs counted.
-    agents = eventually(lambda: (c := condition(api, "lonely", "AgentsAvailable"))
-                        and c["status"] == "False" and c, "AgentsAvailable=False",
-                        log=operator.log)
+    agents = wait_for(lambda: (c := condition(api, "lonely", "AgentsAvailable"))
+                      and c["status"] == "False" and c, "AgentsAvailable=False",
+                      log=operator.log)
     assert agents["reason"] == "NoLiveAgent"
-    eventually(lambda: events(served, "NoLiveAgent", "lonely"), "a NoLiveAgent Event")
-    eventually(lambda: (status(api, "lonely").get("missedRuns") or {}).get("total", 0) > 0,
-               "missed runs", timeout=15, log=operator.log)
-    eventually(lambda: events(served, "Missed", "lonely"), "a Missed Event")
+    wait_for(lambda: events(served, "NoLiveAgent", "lonely"), "a NoLiveAgent Event")
+    wait_for(lambda: (status(api, "lonely").get("missedRuns") or {}).get("total", 0) > 0,
+             "missed runs", timeout=15, log=operator.log)
+    wait_for(lambda: events(served, "Missed", "lonely"), "a Missed Event")
 
     # The trigger annotation: exactly one manual run, remembered across a restart.
     patch(api, "lonely", {"metadata": {"annotations": {"claimsched.io/trigger": "one"}}})
-    eventually(lambda: status(api, "lonely").get("lastTrigger") == "one", "lastTrigger",
-               log=operator.log)
+    wait_for(lambda: status(api, "lonely").get("lastTrigger") == "one", "lastTrigger",
+             log=operator.log)
     assert runs(store, "lonely", "manual") == 1
     operator.kill()
     operator.start()
     before = status(api, "lonely")["nextFireTime"]
-    eventually(lambda: status(api, "lonely")["nextFireTime"] != before,
-               "the status to resume after a restart", log=operator.log)
+    wait_for(lambda: status(api, "lonely")["nextFireTime"] != before,
+             "the status to resume after a restart", log=operator.log)
     assert runs(store, "lonely", "manual") == 1
     assert len(events(served, "NoLiveAgent", "lonely")) == 1
     assert len(events(served, "Synced", "lonely")) == 1
 
     # Suspend and spec changes follow into the row; delete disables it and keeps history.
     patch(api, "lonely", {"spec": {"suspend": True}})
-    eventually(lambda: schedule_row(store, "lonely") == ("@every 1s", False, "default/lonely"),
-               "the row to be suspended", log=operator.log)
+    wait_for(lambda: schedule_row(store, "lonely") == ("@every 1s", False, "default/lonely"),
+             "the row to be suspended", log=operator.log)
     patch(api, "lonely", {"spec": {"suspend": False, "schedule": "@every 2s"}})
-    eventually(lambda: schedule_row(store, "lonely") == ("@every 2s", True, "default/lonely"),
-               "the row to follow the spec", log=operator.log)
+    wait_for(lambda: schedule_row(store, "lonely") == ("@every 2s", True, "default/lonely"),
+             "the row to follow the spec", log=operator.log)
     delete(api, "lonely")
-    eventually(lambda: fetch(api, "lonely") is None, "the finalizer to let go",
-               log=operator.log)
+    wait_for(lambda: fetch(api, "lonely") is None, "the finalizer to let go",
+             log=operator.log)
     assert schedule_row(store, "lonely") == ("@every 2s", False, None)
     assert runs(store, "lonely", "manual") == 1
 
     # The freed job name can now be taken by the other resource.
     patch(api, "copycat", {"metadata": {"annotations": {"example.com/nudge": "1"}}})
-    eventually(lambda: schedule_row(store, "lonely") == ("@every 1s", True, "default/copycat"),
-               "copycat to take over the freed job name", log=operator.log)
+    wait_for(lambda: schedule_row(store, "lonely") == ("@every 1s", True, "default/copycat"),
+             "copycat to take over the freed job name", log=operator.log)
 
     # Every request the operator made is granted; the test's own kubectl calls (its own token)
     # are told apart, so create and delete count too: the operator never does either.
@@ -123,8 +116,8 @@ def test_trigger_is_not_run_twice_when_the_operator_dies_before_recording_it(
         store: Store) -> None:
     operator.start()
     create(api, claimschedule("nightly", "0 3 * * *"))
-    eventually(lambda: (c := condition(api, "nightly", "Synced")) and c["status"] == "True",
-               "nightly to be synced", log=operator.log)
+    wait_for(lambda: (c := condition(api, "nightly", "Synced")) and c["status"] == "True",
+             "nightly to be synced", log=operator.log)
 
     # Hold the answer to kopf's write after the handler (the object's annotations, then its
     # status): the manual run is in the database, lastTrigger is not written yet. The emulator
@@ -145,23 +138,26 @@ def test_trigger_is_not_run_twice_when_the_operator_dies_before_recording_it(
     served.emulator[kopf_writes_crash] << hold
     try:
         patch(api, "nightly", {"metadata": {"annotations": {TRIGGER: "crash"}}})
-        eventually(caught.is_set, "kopf's write after the manual run", log=operator.log)
+        wait_for(caught.is_set, "kopf's write after the manual run", log=operator.log)
         assert runs(store, "nightly", "manual") == 1
         operator.kill()  # dies between the run and the record of it
     finally:
         release.set()
     obj = fetch(api, "nightly")
     assert obj is not None and "lastTrigger" not in obj.get("status", {})
-    assert PLAN in obj["metadata"]["annotations"]
 
     operator.start()
-    eventually(lambda: status(api, "nightly").get("lastTrigger") == "crash",
-               "the restarted operator to record the trigger", log=operator.log)
+    wait_for(lambda: status(api, "nightly").get("lastTrigger") == "crash",
+             "the restarted operator to record the trigger", log=operator.log)
     assert runs(store, "nightly", "manual") == 1
-    assert "was requested before the operator stopped" in operator.log()
+    assert "trigger 'crash' of job nightly: its run was requested before" in operator.log()
 
-    # A new value is still one new run.
+    # A new value is still one new run; a value used before is recorded and runs no more.
     patch(api, "nightly", {"metadata": {"annotations": {TRIGGER: "again"}}})
-    eventually(lambda: status(api, "nightly").get("lastTrigger") == "again", "lastTrigger again",
-               log=operator.log)
+    wait_for(lambda: status(api, "nightly").get("lastTrigger") == "again", "lastTrigger again",
+             log=operator.log)
+    assert runs(store, "nightly", "manual") == 2
+    patch(api, "nightly", {"metadata": {"annotations": {TRIGGER: "crash"}}})
+    wait_for(lambda: status(api, "nightly").get("lastTrigger") == "crash",
+             "lastTrigger back to crash", log=operator.log)
     assert runs(store, "nightly", "manual") == 2

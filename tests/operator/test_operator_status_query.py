@@ -7,7 +7,7 @@ from typing import Any
 import psycopg
 import psycopg_pool
 
-from claimsched.db import Store
+from claimsched.db import OwnedSchedules, Store
 from claimsched.schedules import Schedule
 from claimsched_operator.status import OccurrenceCounter, refresh
 
@@ -54,10 +54,10 @@ def statements_per_refresh(dsn: str, count: int) -> tuple[int, int]:
     schedules = seed(dsn, count)
     store = counting_store(dsn)
     try:
-        counter = OccurrenceCounter()
-        refresh(store, schedules, counter, 90)  # warm: pool connections, counters
+        owned, counter = OwnedSchedules(store), OccurrenceCounter()
+        refresh(owned, schedules, counter, 90)  # warm: pool connections, counters
         SENT.clear()
-        observed = refresh(store, schedules, counter, 90)
+        observed = refresh(owned, schedules, counter, 90)
         return len(SENT), len(observed)
     finally:
         store.pool.close()

@@ -15,14 +15,15 @@ import pytest
 
 from claimsched.clock import DbClock
 from claimsched.effects import Effects
-from claimsched.errors import DatabaseUnavailable, LeaseLost
-from claimsched.health import DatabaseHealth
+from claimsched.errors import DatabaseConflict, DatabaseUnavailable, LeaseLost
+from claimsched.health import DatabaseHealth, retry_conflicts
 from claimsched.heartbeat import Heartbeat
 from claimsched.housekeeping import Housekeeper
 from claimsched.logs import AgentLog
 from claimsched.records import Completion, Housekeeping, Lease
 from claimsched.runs import Run
 from claimsched.workers import Workers
+from tests.helpers.polling import wait_for
 
 LOG = AgentLog(logging.getLogger("claimsched.test"), {"agent": "a"})
 NOW = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
@@ -58,13 +59,6 @@ class Book:
 
 def new_run(book: Book) -> Any:
     return lambda held: Run(held, Effects(book, "a", held), "a")
-
-
-def wait_until(condition: Any, what: str, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 # -- effects ------------------------------------------------------------------------------------
@@ -119,7 +113,7 @@ def test_the_housekeeping_loop_outlives_an_unreachable_database() -> None:
     stopping = threading.Event()
     thread = threading.Thread(target=keeper.loop, args=(stopping,))
     thread.start()
-    wait_until(lambda: calls.count("sweep") >= 3, "three sweeps")
+    wait_for(lambda: calls.count("sweep") >= 3, "three sweeps")
     stopping.set()
     thread.join(5)
     assert not thread.is_alive()
@@ -168,8 +162,8 @@ def test_a_failed_handler_is_recorded_failed_with_its_error_and_a_retry_is_sched
             raise ValueError("boom")
 
         pool.start(lease(attempt=2), handler)
-        wait_until(lambda: recorder.recorded, "the completion")
-        wait_until(lambda: retries, "the retry")
+        wait_for(lambda: recorder.recorded, "the completion")
+        wait_for(lambda: retries, "the retry")
     (done,) = recorder.recorded
     assert (done.status, done.error, done.backoff_seconds) == ("failed", "ValueError: boom", 4.0)
     assert retries == [later]
@@ -180,7 +174,7 @@ def test_a_refused_completion_is_counted_not_retried() -> None:
     recorder, retries = Recorder(refuse={7}), []
     with running(workers(recorder, retries)) as pool:
         pool.start(lease(7), lambda run: None)
-        wait_until(lambda: pool.refused == 1, "the refusal")
+        wait_for(lambda: pool.refused == 1, "the refusal")
     assert recorder.recorded[0].status == "done"
     assert retries == []
 
@@ -192,7 +186,7 @@ def test_an_async_handler_is_awaited() -> None:
             seen.append(run.job_name)
 
         pool.start(lease(), handler)
-        wait_until(lambda: recorder.recorded, "the completion")
+        wait_for(lambda: recorder.recorded, "the completion")
     assert seen == ["job"] and recorder.recorded[0].status == "done"
 
 
@@ -230,8 +224,88 @@ def test_the_heartbeat_gives_up_a_lease_past_its_deadline_while_the_database_is_
     beat.renew()
     assert not run.lost.is_set(), "still inside the lease"
     deadline = pool.slots()[0].deadline
-    wait_until(lambda: time.monotonic() > deadline, "the end of the lease")
+    wait_for(lambda: time.monotonic() > deadline, "the end of the lease")
     beat.renew()
     assert run.lost.is_set()
     release.set()
     pool.close()
+
+
+def test_the_heartbeat_backs_off_when_the_database_answers_errors_quickly() -> None:
+    """A read-only node refuses every renewal at once: the heartbeat must not spin on it."""
+    release = threading.Event()
+    pool = workers(Recorder(), [])
+    pool.start(lease(1, lease_seconds=30.0), lambda run: release.wait(5))
+    sent: list[float] = []
+
+    def read_only(leases: Sequence[Lease]) -> set[int]:
+        sent.append(time.monotonic())
+        raise DatabaseUnavailable("cannot execute UPDATE in a read-only transaction")
+
+    beat = Heartbeat(read_only, pool, LOG, DatabaseHealth(LOG, lambda: None))
+    beat.kick()  # the first renewal at once; what follows is the backoff's business
+    stopping = threading.Event()
+    thread = threading.Thread(target=beat.loop, args=(stopping,))
+    thread.start()
+    wait_for(lambda: len(sent) >= 2, "a second renewal after the backoff", timeout=5)
+    watched_until = time.monotonic() + 1.0
+    wait_for(lambda: time.monotonic() > watched_until, "a second of failures", timeout=5)
+    stopping.set()
+    beat.kick()
+    thread.join(5)
+    release.set()
+    pool.close()
+    # Backoff 0.5 s, 1 s, 2 s ... (DatabaseHealth): a handful of statements, not thousands.
+    assert len(sent) <= 6, f"{len(sent)} renewals in about 1.5 s"
+
+
+def test_the_watchdog_loses_a_run_at_the_end_of_its_lease_without_asking_the_database() -> None:
+    """Behind a partition the renewal never returns: the local deadline alone decides."""
+    release = threading.Event()
+    pool = workers(Recorder(), [])
+    run = pool.start(lease(1, lease_seconds=0.3), lambda run: release.wait(5))
+    hung = threading.Event()
+
+    def partitioned(leases: Sequence[Lease]) -> set[int]:
+        hung.wait(10)  # a black-holed connection: no answer, no error
+        return set()
+
+    beat = Heartbeat(partitioned, pool, LOG, DatabaseHealth(LOG, lambda: None))
+    stopping = threading.Event()
+    # Renewals are due every 0.1 s; the first one hangs. The watchdog has a thread of its own.
+    renewing = threading.Thread(target=beat.loop, args=(stopping,))
+    watchdog = threading.Thread(target=beat.watch, args=(stopping,))
+    deadline = pool.slots()[0].deadline
+    renewing.start()
+    watchdog.start()
+    beat.expire()
+    assert not run.lost.is_set()
+    wait_for(run.lost.is_set, "the watchdog", timeout=3)
+    assert time.monotonic() >= deadline
+    with pytest.raises(LeaseLost):
+        run.effect("mail:1")
+    stopping.set()
+    hung.set()
+    beat.kick()
+    watchdog.join(5)
+    renewing.join(12)
+    release.set()
+    pool.close()
+
+
+def test_a_step_that_loses_a_deadlock_is_run_again_and_a_persistent_one_is_reported() -> None:
+    tries: list[int] = []
+
+    def flaky() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise DatabaseConflict("retrying after a conflict with another transaction: deadlock")
+        return "done"
+
+    assert retry_conflicts(flaky) == "done" and len(tries) == 3
+
+    def always() -> str:
+        raise DatabaseConflict("deadlock detected")
+
+    with pytest.raises(DatabaseConflict):
+        retry_conflicts(always, tries=2)

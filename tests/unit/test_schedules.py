@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta, timezone
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 
+from claimsched import schedules
 from claimsched.errors import InvalidSchedule, UnknownTimeZone
 from claimsched.schedules import Schedule, parse_duration, parse_schedule, validate_time_zone
 
@@ -85,6 +88,39 @@ def test_day_of_month_and_day_of_week_both_restricted_match_either() -> None:
     assert len(days) == 52 + 12 - 2  # every Friday, every 13th; Sep 13 and Dec 13 are Fridays
     assert date(2024, 2, 13) in days  # a Tuesday
     assert date(2024, 1, 5) in days  # a Friday
+
+
+def monday(day: date) -> bool:
+    return day.isoweekday() == 1
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [  # the Kubernetes CronJob rule (robfig/cron v3): an unrestricted day field makes both count
+        ("0 0 1 * */1", lambda day: day.day == 1),
+        ("0 0 1 * ?", lambda day: day.day == 1),
+        ("0 0 1 * 1,*", lambda day: day.day == 1),
+        ("0 0 *,15 * 1", monday),
+        ("0 0 ? * MON", monday),
+        ("0 0 */1 * 1", monday),
+        ("0 0 * * */1", lambda day: True),
+        ("0 0 ? * ?", lambda day: True),
+        # both restricted, either counts: a step over 1, a range or a list without '*'
+        ("0 0 */2 * 1", lambda day: day.day % 2 == 1 or monday(day)),
+        ("0 0 ?/2 * 1", lambda day: day.day % 2 == 1 or monday(day)),
+        ("0 0 1 * */2", lambda day: day.day == 1 or day.isoweekday() in (2, 4, 6, 7)),
+        ("0 0 1 * 1-5/1", lambda day: day.day == 1 or day.isoweekday() <= 5),
+        ("0 0 1-31 * 1", lambda day: True),
+        ("0 0 1,15 * 0-6", lambda day: True),
+        ("0 0 1,15 * FRI", lambda day: day.day in (1, 15) or day.isoweekday() == 5),
+    ],
+)
+def test_days_match_as_in_a_kubernetes_cronjob(
+    expression: str, expected: Callable[[date], bool]
+) -> None:
+    every_day = [date(2024, 1, 1) + timedelta(days=n) for n in range(366)]
+    fires = parse_schedule(expression).between(utc(2023, 12, 31, 12), utc(2024, 12, 31, 12))
+    assert [fire.date() for fire in fires] == [day for day in every_day if expected(day)]
 
 
 @pytest.mark.parametrize(
@@ -182,6 +218,11 @@ def test_error_message_is_one_line_naming_the_expression_the_field_and_the_value
         ("@every 5x", "@every", "'5x'"),
         ("0 0 30 2 *", "day-of-month", "never fires"),
         ("0 0 31 4,6,9,11 *", "day-of-month", "never fires"),
+        ("0 0 30 2 */1", "day-of-month", "never fires"),
+        ("0 0 30 2 ?", "day-of-month", "never fires"),
+        ("? * * * *", "minute", "'?' is only for day-of-month and day-of-week"),
+        ("* * * ? *", "month", "'?' is only for day-of-month and day-of-week"),
+        ("* * ?-5 * *", "day-of-month", "'?' cannot start a range"),
     ],
 )
 def test_invalid_expressions_name_the_bad_field_and_value(
@@ -199,7 +240,8 @@ def test_invalid_expressions_name_the_bad_field_and_value(
     assert "\n" not in message
 
 
-@pytest.mark.parametrize("expression", ["0 0 29 2 *", "0 0 30 2 MON", "0 0 31 * *"])
+@pytest.mark.parametrize("expression", ["0 0 29 2 *", "0 0 30 2 MON", "0 0 31 * *",
+                                        "0 0 30 2 */2", "0 0 29 2 ?"])
 def test_rare_schedules_are_valid_when_they_can_fire(expression: str) -> None:
     assert parse_schedule(expression).next_after(utc(2024, 3, 1)) is not None
 
@@ -357,3 +399,42 @@ def test_upcoming_returns_the_next_count_fire_times() -> None:
 )
 def test_period_hint_is_the_smallest_gap_between_fires(expression: str, hint: timedelta) -> None:
     assert parse_schedule(expression, "Europe/Berlin").period_hint == hint
+
+
+# --- cost -------------------------------------------------------------------------------------
+
+
+class DaysBuilt:
+    """Counts the local days whose fire times a schedule works out (a spy on the real function)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        build = schedules._day_fires
+
+        def counted(*args: Any) -> Any:
+            self.count += 1
+            return build(*args)
+
+        monkeypatch.setattr(schedules, "_day_fires", counted)
+
+
+def test_count_between_does_not_build_the_fire_times_of_every_day(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built = DaysBuilt(monkeypatch)
+    schedule = parse_schedule("*/1 * * * *", "Asia/Tbilisi")
+    assert schedule.count_between(utc(2024, 1, 1), utc(2025, 1, 1)) == 366 * 1440
+    assert built.count <= 8  # the days at the two edges of the range
+
+
+def test_many_schedules_keep_their_own_days_without_evicting_each_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built = DaysBuilt(monkeypatch)
+    many = [parse_schedule(f"{n % 60} {n // 60} * * *", "Asia/Tbilisi") for n in range(400)]
+    now = utc(2024, 6, 1, 12)
+    first = [(s.next_after(now), s.latest_at_or_before(now)) for s in many]
+    assert built.count >= 400
+    built.count = 0
+    assert [(s.next_after(now), s.latest_at_or_before(now)) for s in many] == first
+    assert built.count == 0

@@ -278,3 +278,37 @@ def test_every_ignores_daylight_saving_time() -> None:
     fires = hourly.between(utc(2024, 10, 26, 22), utc(2024, 10, 27, 22))
     assert len(fires) == 24
     assert fires[0] == utc(2024, 10, 26, 23)
+
+
+def local_span(zone: str, first: date, last: date) -> tuple[datetime, datetime]:
+    """``(start, end]`` holding exactly the local days ``first`` to ``last``."""
+    second = timedelta(seconds=1)
+    begin = datetime(first.year, first.month, first.day, tzinfo=ZoneInfo(zone))
+    after = datetime(last.year, last.month, last.day, tzinfo=ZoneInfo(zone)) + timedelta(days=1)
+    return begin - second, after - second
+
+
+@pytest.mark.parametrize(
+    ("zone", "expression", "first", "last", "expected"),
+    [
+        (BERLIN, "* * * * *", date(2024, 1, 1), date(2024, 12, 31), 366 * 1440),  # -60 +60
+        (LORD_HOWE, "* * * * *", date(2024, 1, 1), date(2024, 12, 31), 366 * 1440),  # -30 +30
+        (NEW_YORK, "*/30 * * * *", date(2024, 1, 1), date(2024, 12, 31), 366 * 48),
+        (SANTIAGO, "*/15 * * * *", date(2024, 1, 1), date(2024, 12, 31), 366 * 96),
+        (BERLIN, "30 2 * * *", date(2024, 1, 1), date(2024, 12, 31), 366),  # fixed: once a day
+        (SANTIAGO, "*/15 23 * * *", date(2024, 1, 1), date(2024, 12, 31), 366 * 4),
+        (NEW_YORK, "* 2 * * *", date(2024, 1, 1), date(2024, 12, 31), 366 * 60 - 59),  # collapse
+        (HAVANA, "* 0 * * *", date(2024, 1, 1), date(2024, 12, 31), 366 * 60 - 59),
+        # Samoa skipped 2011-12-30: its 00:00 and 12:00 collapse onto the 31st's 00:00
+        ("Pacific/Apia", "0 0,12 * * *", date(2011, 12, 1), date(2012, 1, 31), 62 * 2 - 2),
+        # St. John's repeated 23:01-00:01 across midnight on 2010-11-06/07: 23:30 and 00:00 twice
+        ("America/St_Johns", "*/30 * * * *", date(2010, 11, 1), date(2010, 11, 30), 30 * 48 + 2),
+    ],
+)
+def test_count_between_counts_every_fire_of_the_transition_days_once(
+    zone: str, expression: str, first: date, last: date, expected: int
+) -> None:
+    schedule = parse_schedule(expression, zone)
+    start, end = local_span(zone, first, last)
+    assert schedule.count_between(start, end) == expected
+    assert len(schedule.between(start, end)) == expected

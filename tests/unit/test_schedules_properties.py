@@ -154,6 +154,28 @@ def test_between_equals_stepping_with_next_after(
     assert schedule.count_between(end, start) == 0
 
 
+@st.composite
+def spans(draw: st.DrawFn) -> tuple[Schedule, datetime, datetime]:
+    """A cron schedule and up to two months that often hold one of its zone's transitions."""
+    zone = draw(st.sampled_from(ZONES))
+    nearby = transitions(zone)
+    if draw(st.booleans()) and nearby:
+        start = draw(st.sampled_from(nearby)) - draw(st.integers(0, 40 * DAY))
+    else:
+        start = draw(st.integers(FIRST, LAST))
+    end = start + draw(st.integers(0, 60 * DAY))
+    return parse_schedule(draw(crons), zone), instant(start), instant(end)
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(spans())
+def test_count_between_equals_the_number_of_fire_times_over_weeks(
+    span: tuple[Schedule, datetime, datetime],
+) -> None:
+    schedule, start, end = span
+    assert schedule.count_between(start, end) == len(schedule.between(start, end))
+
+
 @quick
 @given(cases(), st.integers(0, 40))
 def test_upcoming_equals_stepping_with_next_after(

@@ -1,8 +1,9 @@
 """Everything that talks to Postgres. The only package that imports psycopg."""
 
-from .connection import checked_schema, connect, redact_dsn
+from .connection import checked_schema, compose, connect, redact_dsn
 from .listener import NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener
 from .migrations import SCHEMA_VERSION, ensure_partitions, maintain, migrate, schema_version
+from .owned import OwnedSchedules
 from .store import Store
 
 __all__ = [
@@ -10,8 +11,10 @@ __all__ = [
     "NOTIFY_SCHEDULES",
     "SCHEMA_VERSION",
     "Listener",
+    "OwnedSchedules",
     "Store",
     "checked_schema",
+    "compose",
     "connect",
     "ensure_partitions",
     "maintain",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 import psycopg_pool
@@ -30,6 +30,13 @@ def redact_dsn(dsn: str) -> str:
     return _PASSWORD.sub(
         lambda m: f"{m.group(1)}***" if m.group(1) else f"{m.group(3)}***{m.group(5)}", dsn
     )
+
+
+def compose(template: LiteralString, *names: str, **literals: str) -> sql.Composed:
+    """A statement that takes no parameters (DDL, COMMENT ON): each `{}` of `template` filled by
+    a quoted identifier from `names`, each `{key}` by a quoted literal from `literals`."""
+    values = {key: sql.Literal(value) for key, value in literals.items()}
+    return sql.SQL(template).format(*map(sql.Identifier, names), **values)
 
 
 def translate(exc: BaseException) -> DatabaseError | InvalidSpec:

@@ -20,7 +20,10 @@ MIGRATION_LOCK = 0x636C6D73  # 'clms': one advisory lock key for every claimsche
 
 _PARTITION = sql.SQL("CREATE TABLE {} PARTITION OF job_runs FOR VALUES FROM ({}) TO ({})")
 # Agents update rows in the default partition at any time: moving them must not interleave.
-_LOCK_DEFAULT = sql.SQL("LOCK TABLE job_runs_default IN ACCESS EXCLUSIVE MODE")
+# Every statement locks job_runs before the partition it routes to, so maintenance locks in
+# that order too (job_runs, which takes its partitions with it): locking the default partition
+# first deadlocked with claims and receipts, and killed agents that were starting.
+_LOCK_RUNS = sql.SQL("LOCK TABLE job_runs IN ACCESS EXCLUSIVE MODE")
 _STASH = sql.SQL(
     "CREATE TEMP TABLE job_runs_moving ON COMMIT DROP AS "
     "SELECT * FROM job_runs_default WHERE fire_time >= {} AND fire_time < {}"
@@ -109,7 +112,7 @@ def ensure_partitions(conn: psycopg.Connection[Any], months_ahead: int = 3) -> l
             continue
         with conn.transaction():
             lo, hi = sql.Literal(start), sql.Literal(end)
-            conn.execute(_LOCK_DEFAULT)
+            conn.execute(_LOCK_RUNS)
             conn.execute(_STASH.format(lo, hi))
             conn.execute(_UNSTASH_DELETE.format(lo, hi))
             conn.execute(_PARTITION.format(sql.Identifier(name), lo, hi))

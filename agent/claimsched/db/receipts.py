@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 
+from ..health import retry_conflicts
 from ..records import Lease
 from .connection import search_path, translated
 from .queries import query
@@ -43,13 +44,16 @@ class Receipts:
         """In its own transaction, or in `conn`'s (a psycopg connection) when given."""
         params = _params(agent_id, lease, entity)
         if conn is None:
-            with self._connect() as own:
-                row = own.execute(query("effect"), params).fetchone()
-        else:
+            row = retry_conflicts(lambda: self._alone(params))
+        else:  # the caller's transaction: a conflict aborted it, only the caller can retry
             with translated():
                 row = self._in_transaction(conn, params)
         assert row is not None
         return bool(row[0]), bool(row[1])
+
+    def _alone(self, params: dict[str, Any]) -> Any:
+        with self._connect() as own:
+            return own.execute(query("effect"), params).fetchone()
 
     def _in_transaction(self, conn: psycopg.Connection[Any], params: dict[str, Any]) -> Any:
         # The app's connection has its own search_path: point it at our schema for this
@@ -63,11 +67,17 @@ class Receipts:
         finally:
             conn.execute(query("set_local_search_path"), {"search_path": previous})
 
+    @staticmethod
+    def _in_savepoint(conn: psycopg.Connection[Any], params: dict[str, Any]) -> Any:
+        # A savepoint: a lost deadlock rolls back only the insert, which can then be retried.
+        with translated(), conn.transaction():
+            return conn.execute(query("effect"), params).fetchone()
+
     @contextmanager
     def hold(self, agent_id: str, lease: Lease, entity: str) -> Iterator[tuple[bool, bool]]:
         """Insert the receipt in a transaction that commits only if the block succeeds."""
+        params = _params(agent_id, lease, entity)
         with self._connect() as conn, conn.transaction():
-            with translated():
-                row = conn.execute(query("effect"), _params(agent_id, lease, entity)).fetchone()
+            row = retry_conflicts(lambda: self._in_savepoint(conn, params))
             assert row is not None
             yield bool(row[0]), bool(row[1])

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
 
 from ..errors import UnknownJob
+from ..health import retry_conflicts
 from ..records import Candidate, ClaimResult, Completion, Housekeeping, Lease
 from ..specs import JobSpec, ScheduleRecord
 from . import migrations
@@ -25,20 +27,21 @@ from .receipts import Receipts
 log = logging.getLogger("claimsched.store")
 
 
+R = TypeVar("R")
+
+
+def _record(kind: type[R], row: dict[str, Any]) -> R:
+    """The record dataclass `kind` from a row holding its fields (a field with a default may
+    be missing)."""
+    names = [f.name for f in dataclasses.fields(kind)]  # type: ignore[arg-type]
+    return kind(**{name: row[name] for name in names if name in row})
+
+
 def _lease(row: dict[str, Any]) -> Lease:
-    return Lease(
-        id=row["id"],
-        job_name=row["job_name"],
-        fire_time=row["fire_time"],
-        attempt=row["attempt"],
-        lease_until=row["lease_until"],
-        started_at=row["started_at"],
-        lease_seconds=float(row["lease_seconds"]),
-        heartbeat_seconds=float(row["heartbeat_seconds"]),
-        max_attempts=row["max_attempts"],
-        retry_on_failure=row["retry_on_failure"],
-        kind=row.get("kind", "scheduled"),
-    )
+    lease = _record(Lease, row)
+    # numeric columns arrive as Decimal: a lease's seconds are floats to the agent
+    return dataclasses.replace(lease, lease_seconds=float(lease.lease_seconds),
+                               heartbeat_seconds=float(lease.heartbeat_seconds))
 
 
 def claim_params(agent_id: str, candidates: Sequence[Candidate], capacity: int) -> dict[str, Any]:
@@ -120,6 +123,9 @@ class Store:
         return connect(self.dsn, self.schema)
 
     def migrate(self) -> list[int]:
+        return retry_conflicts(self._migrate)
+
+    def _migrate(self) -> list[int]:
         with translated(), self.direct() as conn:
             return migrations.migrate(conn, self.schema)
 
@@ -132,6 +138,9 @@ class Store:
             return migrations.schema_version(conn)
 
     def maintain(self, retention_days: int = 90) -> dict[str, Any]:
+        return retry_conflicts(lambda: self._maintain(retention_days))
+
+    def _maintain(self, retention_days: int) -> dict[str, Any]:
         with translated(), self.direct() as conn:
             return migrations.maintain(conn, retention_days)
 
@@ -240,13 +249,7 @@ class Store:
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             row = cur.execute(query("housekeeping"), params).fetchone()
         assert row is not None
-        return Housekeeping(
-            orphaned=row["orphaned"],
-            exhausted=row["exhausted"],
-            overdue=row["overdue"],
-            claimable=row["claimable"],
-            db_now=row["db_now"],
-        )
+        return _record(Housekeeping, row)
 
     def release(self, agent_id: str, ids: Iterable[int]) -> int:
         """Hand these runs back: their leases end now."""

@@ -84,6 +84,16 @@ CREATE TABLE job_effects (
 );
 CREATE INDEX job_effects_occurrence ON job_effects (job_name, fire_time);
 
+-- The manual runs asked for by a ClaimSchedule's claimsched.io/trigger annotation: one row per
+-- trigger key, written with its run and only once, so a value is one run however many operators
+-- see it.
+CREATE TABLE job_triggers (
+    trigger_key text PRIMARY KEY,                       -- digest of the resource's uid and the value
+    job_name text NOT NULL,                             -- the job the run was asked for
+    fire_time timestamptz NOT NULL,                     -- the manual run's occurrence (job_runs)
+    requested_at timestamptz NOT NULL DEFAULT now()     -- when (database clock)
+);
+
 -- Presence: which agents are alive and which handlers they have.
 CREATE TABLE agents (
     agent_id text PRIMARY KEY,                          -- unique per agent process

@@ -5,10 +5,18 @@ The demo, the benchmarks and the process tests all run their replicas through th
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+
+def python_path(*folders: Path) -> str:
+    """A child's PYTHONPATH: these folders first, then this process's own PYTHONPATH (so the
+    child runs the same code as its parent, a checkout's rather than an installed copy)."""
+    inherited = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    return os.pathsep.join([*map(str, folders), *filter(None, inherited)])
 
 
 def spawn_agent(

@@ -1,4 +1,4 @@
-"""The app the process tests run: an Agent whose jobs come from APP_JOBS (JSON).
+"""The app the process tests and chaos storms run: an Agent whose jobs come from APP_JOBS (JSON).
 
 Each job's handler records that it started (public.starts), optionally records the effect
 `before`, sleeps `sleep` seconds, then records the effect `after`. Effects go through

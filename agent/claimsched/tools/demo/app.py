@@ -1,5 +1,4 @@
-"""The demo's replicas: the app each one runs (`claimsched agent claimsched.demo_app:agent`),
-and the fleet of processes the demo starts, signals and stops.
+"""The jobs every demo replica runs (`claimsched agent claimsched.tools.demo.app:agent`).
 
 Two jobs, both recording their side effects through receipts (`run.effect(key, conn=...)`) in
 the same transaction as a row of the demo's own ledger table, so a duplicated side effect would
@@ -9,29 +8,19 @@ show up as two ledger rows:
 - `settle-invoices` (@every 5s) settles three batches, one second apart: slow enough to be
   killed or paused in the middle.
 
-The agent is built on first access (so `claimsched.demo` can import the job definitions
-without a database); it reads CLAIMSCHED_DSN, CLAIMSCHED_SCHEMA, CLAIMSCHED_AGENT_ID, ...
+The agent is built on first access (so the demo can import the job definitions without a
+database); it reads CLAIMSCHED_DSN, CLAIMSCHED_SCHEMA, CLAIMSCHED_AGENT_ID, ...
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from .agent import Agent
-from .errors import LeaseLost
-from .processes import spawn_agent
-from .runs import Run
-from .specs import JobSpec, job_spec
+from ...agent import Agent
+from ...errors import LeaseLost
+from ...runs import Run
+from ...specs import JobSpec, job_spec
 
 REPORT = "customer-report"
 SETTLE = "settle-invoices"
@@ -70,10 +59,9 @@ LEDGER_INSERT = (
 LEDGER_ROWS = (
     "SELECT job, fire_time, entity, agent, attempt FROM demo_ledger ORDER BY fire_time, recorded_at"
 )
-RECEIPT_COUNT = "SELECT count(*) FROM job_effects WHERE job_name = ANY(%s)"
 SCHEMA_MARKER = "claimsched demo: safe to drop"
 DROP_SCHEMA = "DROP SCHEMA {} CASCADE"
-MARK_SCHEMA = "COMMENT ON SCHEMA {} IS {}"
+MARK_SCHEMA = "COMMENT ON SCHEMA {} IS {marker}"
 SCHEMA_COMMENT = (
     "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s"
 )
@@ -127,88 +115,6 @@ def _build() -> Agent:
                 )
 
     return agent
-
-
-# -- the fleet: the demo's side ------------------------------------------------------------
-
-AGENT_ENV = {
-    "CLAIMSCHED_HOUSEKEEPING_SECONDS": "0.5",  # the reaper runs every half second
-    "CLAIMSCHED_SHUTDOWN_GRACE_SECONDS": "5",
-    "CLAIMSCHED_JITTER_SECONDS": "0.25",  # spreads the wins over the replicas
-    "CLAIMSCHED_LOG_LEVEL": "INFO",
-}
-
-
-def _die_with_parent() -> Callable[[], None] | None:
-    """Linux: replicas get SIGKILL if the demo itself is killed (no strays, even then)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    kill = int(signal.SIGKILL)
-    return lambda: prctl(1, kill)  # PR_SET_PDEATHSIG
-
-
-@dataclass
-class Replica:
-    name: str
-    process: subprocess.Popen[bytes]
-    log: Path
-    state: str = "running"
-
-    def signal(self, signum: int) -> None:
-        """Signal the replica's process group (never a pid that was already reaped)."""
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, signum)
-
-
-class Fleet:
-    """Agent processes running this module, each in its own session and process group."""
-
-    def __init__(self, dsn: str, schema: str, folder: Path) -> None:
-        self.dsn, self.schema, self.folder = dsn, schema, folder
-        self.replicas: dict[str, Replica] = {}
-        self._preexec = _die_with_parent()
-
-    def start(self, name: str) -> Replica:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMSCHED_")}
-        env.update(AGENT_ENV, CLAIMSCHED_DSN=self.dsn, CLAIMSCHED_SCHEMA=self.schema,
-                   CLAIMSCHED_AGENT_ID=name)
-        log = self.folder / f"{name}.log"
-        process = spawn_agent(
-            f"{__name__}:agent", env, log,
-            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=self._preexec,
-        )
-        replica = self.replicas[name] = Replica(name, process, log)
-        return replica
-
-    def up(self, name: str | None) -> bool:
-        replica = self.replicas.get(name or "")
-        return replica is not None and replica.state == "running"
-
-    def stop(self, grace: float) -> None:
-        """SIGTERM (after SIGCONT) to every live replica, wait, then SIGKILL the stragglers."""
-        alive = [r for r in self.replicas.values() if r.process.poll() is None]
-        for replica in alive:
-            replica.signal(signal.SIGCONT)
-            replica.signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        for replica in alive:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                replica.process.wait(max(0.1, deadline - time.monotonic()))
-        self.kill()
-        for replica in alive:
-            replica.state = "stopped"
-
-    def kill(self) -> None:
-        for replica in self.replicas.values():
-            replica.signal(signal.SIGCONT)
-            replica.signal(signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                replica.process.wait(10)
 
 
 _agent: Agent | None = None

@@ -1,4 +1,4 @@
-"""Real agent processes for fault tests: start, signal, and read what they did."""
+"""Real agent processes for fault tests and storms: start, signal, and read what they did."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from typing import Any
 import psycopg
 
 from claimsched.db import Store
-from claimsched.processes import spawn_agent
+from claimsched.tools.processes import python_path, spawn_agent
+
+from . import app_sql
 
 REPO = Path(__file__).resolve().parents[2]
-# Agent processes run this checkout's code (not whatever claimsched the virtualenv installed).
-CHILD_PYTHONPATH = os.pathsep.join(str(p) for p in (REPO / "agent", REPO / "operator", REPO))
+APP = "bench.chaos.app:agent"
 
 
 def faketime_library() -> str:
@@ -53,7 +54,7 @@ class Replica:
 
 @dataclass
 class Replicas:
-    """Agent processes running tests/chaos/app.py against one database."""
+    """Agent processes running bench/chaos/app.py against one database."""
 
     dsn: str
     folder: Path
@@ -63,8 +64,6 @@ class Replicas:
 
     def __post_init__(self) -> None:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            from tests.chaos import app_sql
-
             conn.execute(app_sql.LEDGER)
 
     def start(
@@ -91,7 +90,7 @@ class Replicas:
                 "CLAIMSCHED_SHUTDOWN_GRACE_SECONDS": "5",
                 "CLAIMSCHED_LOG_LEVEL": "DEBUG",
                 "APP_JOBS": json.dumps(self.jobs),
-                "PYTHONPATH": CHILD_PYTHONPATH,
+                "PYTHONPATH": python_path(REPO),
                 **self.settings,
                 **settings,
             }
@@ -108,7 +107,7 @@ class Replicas:
             else:
                 env["FAKETIME"] = str(skew)
         log = self.folder / f"{log_name or name}.log"
-        process = spawn_agent("tests.chaos.app:agent", env, log, cwd=REPO)
+        process = spawn_agent(APP, env, log, cwd=REPO)
         replica = Replica(name, process, log)
         self.running[log_name or name] = replica
         return replica

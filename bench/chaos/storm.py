@@ -7,7 +7,7 @@ interleaving. Every run ends the same way: heal every fault, wait until every jo
 disable the schedules, wait until nothing is left to do, stop the replicas gracefully, and check
 the invariants against the claim table, the receipts, the app's ledger and the audit trail.
 
-Replay a seed: python -m tests.chaos.chaos --seed 23 --replicas 5 --jobs 20 --duration 22
+Replay a seed: python -m bench.chaos --seed 23 --replicas 5 --jobs 20 --duration 22
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from typing import Any
 import psycopg
 
 from claimsched.db import Store
-from claimsched.embedded import TemporaryPostgres
 from claimsched.specs import job_spec
+from claimsched.tools.postgres import TemporaryPostgres
 
 from . import app_sql
 from .harness import Replica, Replicas
@@ -818,7 +818,7 @@ def violation_kinds(violations: list[str]) -> dict[str, int]:
 
 
 def _stacks(replica: Replica) -> str:
-    """Every thread's stack of a live replica (tests/chaos/app.py dumps them on SIGUSR1)."""
+    """Every thread's stack of a live replica (bench/chaos/app.py dumps them on SIGUSR1)."""
     before = len(replica.output())
     replica.signal(signal.SIGUSR1)
     deadline = time.monotonic() + 3
@@ -1148,7 +1148,7 @@ def summary(report: dict[str, Any]) -> str:
 
 def replay_command(report: dict[str, Any]) -> str:
     return (
-        f"python -m tests.chaos.chaos --seed {report['seed']} --replicas {report['replicas']} "
+        f"python -m bench.chaos --seed {report['seed']} --replicas {report['replicas']} "
         f"--jobs {report['jobs']} --duration {report['fault_seconds']}"
     )
 
@@ -1186,24 +1186,43 @@ def lapse_partition(dsn: str) -> bool:
     return True
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def storm_arguments(
+    parser: argparse.ArgumentParser, defaults: ChaosConfig
+) -> argparse.ArgumentParser:
+    """The options of a storm (the replay here, the soak in bench/soak.py), with `defaults`."""
     parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--replicas", type=int, default=5)
-    parser.add_argument("--jobs", type=int, default=20)
-    parser.add_argument("--duration", type=float, default=22.0)
-    parser.add_argument("--kinds", default=",".join(FAULT_KINDS))
-    parser.add_argument("--lapse-partitions", action="store_true")
-    parser.add_argument("--plan", action="store_true", help="print the plan only")
-    args = parser.parse_args(argv)
-    cfg = ChaosConfig(
+    parser.add_argument("--replicas", type=int, default=defaults.replicas)
+    parser.add_argument("--jobs", type=int, default=defaults.jobs)
+    parser.add_argument("--duration", type=float, default=defaults.duration,
+                        help="seconds of faults")
+    parser.add_argument("--fault-rate", type=float, default=defaults.fault_rate,
+                        help="faults per second")
+    parser.add_argument("--kinds", default=",".join(FAULT_KINDS), help="fault kinds to draw")
+    parser.add_argument("--lapse-partitions", action="store_true",
+                        help="let maintenance move rows (exposes the partition-move race)")
+    return parser
+
+
+def storm_config(args: argparse.Namespace, **more: Any) -> ChaosConfig:
+    """The ChaosConfig the options of storm_arguments() describe, and `more`."""
+    return ChaosConfig(
         seed=args.seed,
         replicas=args.replicas,
         jobs=args.jobs,
         duration=args.duration,
+        fault_rate=args.fault_rate,
         kinds=tuple(k for k in args.kinds.split(",") if k),
         lapse_partitions=args.lapse_partitions,
+        **more,
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = storm_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]),
+                             ChaosConfig(seed=0))
+    parser.add_argument("--plan", action="store_true", help="print the plan only")
+    args = parser.parse_args(argv)
+    cfg = storm_config(args)
     if args.plan:
         run = ChaosRun(cfg, Path(tempfile.mkdtemp()))
         print(

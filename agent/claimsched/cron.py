@@ -1,0 +1,215 @@
+"""Schedule expressions: 5-field cron, descriptors and ``@every``, parsed into rules.
+
+Day of month and day of week follow the Kubernetes CronJob rule (robfig/cron v3, which a CronJob's
+expressions were written for): when either field is unrestricted, a day must match both; when
+both are restricted, a day matches if either matches. A field is unrestricted when one of its
+items is ``*`` or ``?``, alone or with a step of 1 (``*``, ``?``, ``*/1``, ``*,15``); ``*/2`` and
+``1-31`` are restrictions. So ``0 0 1 * */1`` runs on the 1st, ``0 0 *,15 * MON`` on Mondays, and
+``0 0 */2 * MON`` on odd days and on Mondays.
+
+Bad input of any kind raises `InvalidSchedule` naming the field, and quotes at most the first
+characters of what it was given.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, timedelta
+from functools import lru_cache
+
+from claimsched.errors import InvalidSchedule
+
+_LONGEST_FIELD = 256  # characters: listing all 60 minutes takes 170
+_QUOTED = 60  # characters of input an error message repeats
+_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
+_DAY_FIELDS = (2, 4)
+_BOUNDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))  # day-of-week: 0 and 7 are Sunday
+_OPEN_HIGH = (59, 23, 31, 12, 6)  # where '*' and 'a/n' end
+_MONTHS = {name: n for n, name in enumerate(
+    ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"], 1)}
+_WEEKDAYS = {name: n for n, name in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
+_NAMES: tuple[dict[str, int], ...] = ({}, {}, {}, _MONTHS, _WEEKDAYS)
+_NAME_HINTS = ("", "", "", " or month name (JAN-DEC)", " or day name (SUN-SAT)")
+_LONGEST_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+_DESCRIPTORS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+                "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
+                "@hourly": "0 * * * *"}
+_ITEM = re.compile(
+    r"(?P<start>[*?]|[0-9A-Za-z]+)(?:-(?P<end>[0-9A-Za-z]+))?(?:/(?P<step>[0-9]+))?")
+_DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
+_DURATION_UNITS = (86_400, 3600, 60, 1)
+_LONGEST_DURATION = timedelta.max // timedelta(seconds=1)
+_TOO_MANY_DIGITS = 10**18  # stands for any longer number: beyond every limit here
+
+
+@dataclass(frozen=True)
+class Every:
+    """``@every``: fires at the Unix epoch plus whole multiples of ``seconds``."""
+
+    seconds: int
+
+
+@dataclass(frozen=True)
+class Cron:
+    """The minutes, hours and days a cron expression names."""
+
+    minutes: tuple[int, ...]
+    hours: tuple[int, ...]
+    days: frozenset[int]
+    months: frozenset[int]
+    weekdays: frozenset[int]  # 0 = Sunday
+    either_day: bool  # both day fields restricted (see above): a day matches if either matches
+    fixed_time: bool  # hour field neither '*' nor a step: once per local time on DST days
+
+    def matches(self, day: date) -> bool:
+        if day.month not in self.months:
+            return False
+        in_month = day.day in self.days
+        in_week = day.isoweekday() % 7 in self.weekdays
+        return in_month or in_week if self.either_day else in_month and in_week
+
+
+def quoted(text: str) -> str:
+    """``repr`` of input for an error message, cut after its first characters."""
+    return repr(text) if len(text) <= _QUOTED else f"{text[:_QUOTED]!r}…"
+
+
+def parse_duration(text: str) -> timedelta:
+    """A duration such as ``10s``, ``1h30m`` or ``2d``: whole seconds, at least one."""
+    if not isinstance(text, str):
+        kind = type(text).__name__
+        raise InvalidSchedule(f"invalid duration: expected a string, got {kind}", field="@every")
+    try:
+        return timedelta(seconds=_duration_seconds(text))
+    except ValueError as error:
+        raise InvalidSchedule(f"invalid duration {quoted(text)}: {error}", field="@every") from None
+
+
+def parse_rule(expression: object) -> Cron | Every:
+    """The rule of a cron expression, a descriptor or ``@every <duration>``."""
+    if not isinstance(expression, str):
+        kind = type(expression).__name__
+        raise InvalidSchedule(f"invalid schedule: expected a string, got {kind}",
+                              field="expression")
+    return _parse_rule(" ".join(expression.split()))  # one key, and one message, per rule
+
+
+def _invalid(expression: str, detail: str, name: str) -> InvalidSchedule:
+    return InvalidSchedule(f"invalid schedule {quoted(expression)}: {detail}", field=name)
+
+
+def _whole(digits: str) -> int:
+    """ASCII digits as a number; a very long one as `_TOO_MANY_DIGITS` (int() refuses 4300)."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) < 18 else _TOO_MANY_DIGITS
+
+
+def _duration_seconds(text: str) -> int:
+    match = _DURATION.fullmatch(text)
+    if not text or match is None:
+        raise ValueError("use whole numbers with units d, h, m, s, e.g. 10s, 1h30m, 2d")
+    seconds = sum(_whole(n) * unit for n, unit in zip(match.groups("0"), _DURATION_UNITS,
+                                                       strict=True))
+    if seconds < 1:
+        raise ValueError("the duration must be at least 1s")
+    if seconds > _LONGEST_DURATION:
+        raise ValueError("the duration is too long")
+    return seconds
+
+
+@lru_cache(maxsize=1024)
+def _parse_rule(expression: str) -> Cron | Every:
+    """Cached: schedules with the same expression share one rule."""
+    words = expression.split()
+    if not words:
+        raise _invalid(expression, "the expression is empty", "expression")
+    head = words[0].lower()
+    if head == "@every":
+        if len(words) != 2:
+            raise _invalid(expression, "@every takes one duration, e.g. '@every 10s'", "@every")
+        if len(words[1]) > _LONGEST_FIELD:
+            detail = f"@every duration {quoted(words[1])} is too long"
+            raise _invalid(expression, detail, "@every")
+        try:
+            return Every(_duration_seconds(words[1]))
+        except ValueError as error:
+            detail = f"@every duration {quoted(words[1])} is not valid: {error}"
+            raise _invalid(expression, detail, "@every") from None
+    if head.startswith("@"):
+        if head not in _DESCRIPTORS:
+            known = ", ".join([*_DESCRIPTORS, "@every <duration>"])
+            raise _invalid(expression, f"unknown descriptor {quoted(words[0])} (use {known})",
+                           "descriptor")
+        if len(words) != 1:
+            raise _invalid(expression, f"descriptor {quoted(words[0])} takes no fields",
+                           "descriptor")
+        words = _DESCRIPTORS[head].split()
+    if len(words) != 5:
+        detail = f"expected 5 fields ({' '.join(_FIELDS)}), got {len(words)}"
+        raise _invalid(expression, detail, "expression")
+    (minutes, _), (hours, _), (days, any_day), (months, _), (weekdays, any_weekday) = (
+        _parse_field(expression, index, text) for index, text in enumerate(words))
+    if any_weekday and not any(day <= _LONGEST_MONTH[month - 1]
+                               for month in months for day in days):
+        detail = (f"never fires: day-of-month {quoted(words[2])} does not occur in month "
+                  f"{quoted(words[3])}")
+        raise _invalid(expression, detail, "day-of-month")
+    return Cron(
+        minutes=tuple(sorted(minutes)),
+        hours=tuple(sorted(hours)),
+        days=frozenset(days),
+        months=frozenset(months),
+        weekdays=frozenset(day % 7 for day in weekdays),
+        either_day=not (any_day or any_weekday),
+        fixed_time=words[1] != "*" and "/" not in words[1],
+    )
+
+
+def _parse_field(expression: str, index: int, text: str) -> tuple[set[int], bool]:
+    """The values of one field, and whether it is unrestricted: an item is ``*`` or ``?``
+    alone or with a step of 1 (robfig/cron v3's star bit)."""
+    name, (low, high), names = _FIELDS[index], _BOUNDS[index], _NAMES[index]
+    open_high = _OPEN_HIGH[index]
+
+    def bad(problem: str) -> InvalidSchedule:
+        return _invalid(expression, f"{name} field {quoted(text)} {problem}", name)
+
+    if len(text) > _LONGEST_FIELD:
+        raise bad(f"is {len(text)} characters long, at most {_LONGEST_FIELD}")
+
+    def value(token: str) -> int:
+        if token.isdigit():  # ASCII: the pattern admits nothing else
+            number = _whole(token)
+        elif token.upper() in names:
+            number = names[token.upper()]
+        else:
+            raise bad(f"has {quoted(token)}, not a number{_NAME_HINTS[index]}")
+        if not low <= number <= high:
+            raise bad(f"is out of range {low}-{high}")
+        return number
+
+    values: set[int] = set()
+    unrestricted = False
+    for item in text.split(","):
+        match = _ITEM.fullmatch(item)
+        if match is None:
+            raise bad("is not valid: use *, a number, a-b, */n, a-b/n, a/n or a list a,b,c")
+        start, end, step_text = match.group("start", "end", "step")
+        step = 1 if step_text is None else _whole(step_text)
+        if start == "?" and index not in _DAY_FIELDS:
+            raise bad("is not valid: '?' is only for day-of-month and day-of-week")
+        wildcard = start in ("*", "?")
+        if wildcard and end is not None:
+            raise bad(f"is not valid: {start!r} cannot start a range")
+        if step < 1:
+            raise bad("has a step of 0; use 1 or more")
+        first = low if wildcard else value(start)
+        last = first if end is None else value(end)
+        if end is None and (wildcard or step_text is not None):
+            last = max(first, open_high)
+        if first > last:
+            raise bad(f"has a range that runs backwards ({quoted(item)})")
+        values.update(range(first, last + 1, step))
+        unrestricted = unrestricted or (wildcard and step == 1)
+    return values, unrestricted

@@ -1,0 +1,77 @@
+"""The statements the Kubernetes operator sends about the schedules its ClaimSchedules own
+(sql/operator.sql): write and release a row, read every job's status counters at once, and turn
+a trigger annotation into one manual run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from psycopg.rows import dict_row
+
+from ..errors import DatabaseConflict, UnknownJob
+from ..specs import JobSpec
+from .queries import query
+from .store import Store
+
+Outcome = Literal["created", "updated", "unchanged"]
+
+
+@dataclass(frozen=True)
+class Synced:
+    """What writing a ClaimSchedule's row did; `held_by` names the other ClaimSchedule that
+    owns the job name (then nothing was written)."""
+
+    outcome: Outcome
+    held_by: str | None = None
+
+
+class OwnedSchedules:
+    """The operator's door to one database: named statements on the store's pool."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def sync(self, spec: JobSpec) -> Synced:
+        """Write the row of `spec` (whose owner is a ClaimSchedule), unless another owns it."""
+        with self.store.connection() as conn:
+            row = conn.execute(query("operator_sync_schedule"), spec.row()).fetchone()
+        assert row is not None
+        owner, existed, written, created = row
+        if not written and existed and owner is not None and owner != spec.owner:
+            return Synced("unchanged", held_by=owner)
+        return Synced("created" if created else "updated" if written else "unchanged")
+
+    def release(self, job_name: str, owner: str) -> bool:
+        """Disable the row of a deleted ClaimSchedule and let go of it; its history stays.
+        False when the row is not `owner`'s."""
+        with self.store.connection() as conn:
+            params = {"job_name": job_name, "owner": owner}
+            return conn.execute(query("operator_release_schedule"), params).rowcount > 0
+
+    def status_rows(self, jobs: Sequence[str], retention_days: int) -> list[dict[str, Any]]:
+        """One row per given job with a schedule row: its counters, latest runs and live
+        agents (the columns of sql/operator.sql's operator_status), in one statement."""
+        params = {"jobs": list(jobs), "retention_days": retention_days}
+        with self.store.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            return list(cur.execute(query("operator_status"), params))
+
+    def trigger(self, job_name: str, trigger_key: str) -> datetime | None:
+        """Ask for the manual run of the trigger `trigger_key`: its fire time when new, None
+        when that key asked for its run before (by this operator or another one)."""
+        params = {"job_name": job_name, "trigger_key": trigger_key}
+        with self.store.connection() as conn, conn.transaction():
+            row = conn.execute(query("operator_trigger_run"), params).fetchone()
+            assert row is not None
+            known, keyed, requested = row
+            if not known:
+                raise UnknownJob(f"no schedule for job {job_name!r}")
+            if keyed is None:
+                return None
+            if requested is None:  # rolls the key back: the next attempt takes a new time
+                raise DatabaseConflict(
+                    f"job {job_name!r} already has a run at {keyed.isoformat()}: retry")
+            conn.execute(query("wake_agents"))
+        return requested  # type: ignore[no-any-return]

@@ -1,0 +1,7 @@
+"""`python -m bench.chaos --seed N`: replay one seeded storm and print its report."""
+
+import sys
+
+from .storm import main
+
+sys.exit(main())
