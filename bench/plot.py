@@ -127,3 +127,26 @@ def status(result: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def web_render(result: dict[str, Any], path: Path) -> None:
+    pages = result["pages"]
+    labels = [p["path"] if len(p["path"]) < 22 else p["path"][:20] + "…" for p in pages]
+    xs = range(len(pages))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    params = result["params"]
+    axes[0].bar(xs, [p["median_s"] * 1000 for p in pages], color="tab:blue")
+    for x, p in zip(xs, pages, strict=True):
+        axes[0].text(x, p["median_s"] * 1000, f"{p['median_s'] * 1000:.0f}", ha="center",
+                     va="bottom", fontsize=8)
+    axes[0].axhline(1000, color="grey", lw=0.8, ls=":")
+    axes[0].set_xticks(list(xs), labels, fontsize=8, rotation=15)
+    axes[0].set_ylabel("median GET, ms")
+    axes[0].set_title(f"claimsched web: {params['schedules']} schedules, "
+                      f"{result['setup']['runs']:,} runs")
+    axes[1].bar(xs, [p["statements_per_get"] for p in pages], color="tab:green")
+    axes[1].set_xticks(list(xs), labels, fontsize=8, rotation=15)
+    axes[1].set_title("statements per GET")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sourced by scripts/demo and scripts/test: make a fresh machine ready.
 #   - the PostgreSQL server binaries (Debian's `postgresql` package) when missing and we are root
+#   - for the tests ("dev"): Debian's `chromium` (the web view's page tests) when missing and root
 #   - a virtualenv in .venv with claimsched installed (editable) and the requested extras
 # Usage: bootstrap "<extras>"   e.g. bootstrap "" or bootstrap "dev"
 set -euo pipefail
@@ -11,16 +12,31 @@ have_postgres() {
   compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null
 }
 
+# apt-get install PACKAGE (saying WHAT for) when we are root on Debian; fails otherwise.
+apt_install() {
+  local package="$1" what="$2"
+  [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null || return 1
+  echo "==> installing $what (apt-get install $package)" >&2
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null
+}
+
 ensure_postgres() {
   if have_postgres; then return; fi
-  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
-    echo "==> installing the PostgreSQL server (apt-get install postgresql)" >&2
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-  else
+  if ! apt_install postgresql "the PostgreSQL server"; then
     echo "claimsched: no PostgreSQL server binaries found; install the 'postgresql' package" \
          "(or run this as root), or set CLAIMSCHED_TEST_DSN / pass --dsn" >&2
     exit 1
+  fi
+}
+
+# The page tests drive Debian's chromium through Playwright (never `playwright install`); without
+# it they fail and say so.
+ensure_chromium() {
+  if [ -x /usr/bin/chromium ]; then return; fi
+  if ! apt_install chromium "Chromium for the page tests"; then
+    echo "claimsched: /usr/bin/chromium is missing: the page tests (tests/web) will fail;" \
+         "install the 'chromium' package (or run this as root)" >&2
   fi
 }
 
@@ -49,5 +65,6 @@ ensure_venv() {
 
 bootstrap() {
   ensure_postgres
+  case ",$1," in *,dev,*) ensure_chromium ;; esac
   ensure_venv "$1"
 }

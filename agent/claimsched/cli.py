@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from . import logs, tables
+from . import logs, tables, web
 from .agent import Agent
 from .db import Store, redact_dsn
 from .errors import ClaimschedError, ConfigurationError, InvalidSpec, UnknownJob
@@ -27,11 +27,15 @@ from .version import __version__
 MAX_BACKFILL = 10_000
 
 
-def _store(args: argparse.Namespace, *, check: bool = True) -> Store:
-    dsn = args.dsn or os.environ.get("CLAIMSCHED_DSN")
+def _dsn(args: argparse.Namespace) -> str:
+    dsn: str | None = args.dsn or os.environ.get("CLAIMSCHED_DSN")
     if not dsn:
         raise ConfigurationError("no database: pass --dsn or set CLAIMSCHED_DSN")
-    store = Store(dsn, schema=args.schema, max_size=2, name="claimsched-cli")
+    return dsn
+
+
+def _store(args: argparse.Namespace, *, check: bool = True) -> Store:
+    store = Store(_dsn(args), schema=args.schema, max_size=2, name="claimsched-cli")
     store.open(timeout=args.connect_timeout)
     if check:  # never read or write a schema this code does not understand
         try:
@@ -283,6 +287,11 @@ def _tick() -> Any:
     return timedelta(microseconds=1)
 
 
+def cmd_web(args: argparse.Namespace) -> int:
+    logs.configure("INFO")
+    return web.serve(_dsn(args), args.schema, args.bind)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("rich") is None:
         raise ConfigurationError("the demo needs rich: pip install 'claimsched[demo]'")
@@ -351,6 +360,9 @@ def parser() -> argparse.ArgumentParser:
     backfill.add_argument("job")
     backfill.add_argument("start", metavar="FROM")
     backfill.add_argument("end", metavar="TO")
+    add("web", cmd_web, "serve a read-only view of schedules, runs and agents (HTML, JSON)"
+        ).add_argument("--bind", default="127.0.0.1:8080", metavar="HOST:PORT",
+                       help="where to listen (default 127.0.0.1:8080: this machine only)")
     demo = add("demo", cmd_demo, "show exactly-once work: N replicas, a kill, a pause, a verdict")
     demo.add_argument(
         "--replicas", type=int, default=3, help="agent processes (default 3, at least 2)"

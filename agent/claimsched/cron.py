@@ -32,7 +32,7 @@ _WEEKDAYS = {name: n for n, name in enumerate(["SUN", "MON", "TUE", "WED", "THU"
 _NAMES: tuple[dict[str, int], ...] = ({}, {}, {}, _MONTHS, _WEEKDAYS)
 _NAME_HINTS = ("", "", "", " or month name (JAN-DEC)", " or day name (SUN-SAT)")
 _LONGEST_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-_DESCRIPTORS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+DESCRIPTORS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
                 "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
                 "@hourly": "0 * * * *"}
 _ITEM = re.compile(
@@ -137,14 +137,14 @@ def _parse_rule(expression: str) -> Cron | Every:
             detail = f"@every duration {quoted(words[1])} is not valid: {error}"
             raise _invalid(expression, detail, "@every") from None
     if head.startswith("@"):
-        if head not in _DESCRIPTORS:
-            known = ", ".join([*_DESCRIPTORS, "@every <duration>"])
+        if head not in DESCRIPTORS:
+            known = ", ".join([*DESCRIPTORS, "@every <duration>"])
             raise _invalid(expression, f"unknown descriptor {quoted(words[0])} (use {known})",
                            "descriptor")
         if len(words) != 1:
             raise _invalid(expression, f"descriptor {quoted(words[0])} takes no fields",
                            "descriptor")
-        words = _DESCRIPTORS[head].split()
+        words = DESCRIPTORS[head].split()
     if len(words) != 5:
         detail = f"expected 5 fields ({' '.join(_FIELDS)}), got {len(words)}"
         raise _invalid(expression, detail, "expression")

@@ -337,7 +337,7 @@ def test_apply_to_a_wrong_host_port_or_database_is_one_line_without_the_password
         ("postgresql://app:Sup3rSecret@127.0.0.1:1/x", "cannot reach"),
         (f"postgresql://postgres:Sup3rSecret@{host}:{port}/no_such_db", "does not exist"),
         ("host=127.0.0.1 port=99999 password=Sup3rSecret", "port"),
-        ("not a dsn password=Sup3rSecret", "database error"),
+        ("not a dsn password=Sup3rSecret", "the DSN is malformed"),
     ]
     for bad, message in cases:
         code, out, err = cli(capsys, "apply", str(path), "--dsn", bad, "--connect-timeout", "2")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from claimsched import LeaseLost
+from claimsched import DatabaseError, LeaseLost
 from claimsched.db import Store
 from claimsched.effects import Effects
 from claimsched.records import Candidate, Completion, Lease
@@ -228,3 +228,52 @@ def test_trigger_and_backfill_requests_run_once(store: Store) -> None:
     assert sorted(t.fire_time for t in taken) == times
     assert all(t.attempt == 1 and t.kind == "backfill" for t in taken)
     assert store.reclaim("b", ["job"], 10) == []
+
+
+def test_a_run_whose_receipt_is_being_written_is_not_reclaimed_until_it_commits(
+    store: Store,
+) -> None:
+    """Issue 16, item 3a: attempt 1 froze inside once(); its lease ran out and the reaper
+    orphaned it. Attempt 2 must not take the occurrence while attempt 1's receipt can still
+    commit (it did, after attempt 2 had started: a fenced-out receipt committed)."""
+    lease = _claimed(store)
+    with _effects(store, "a", lease).once("mail:1") as first:
+        assert first
+        _expire(store)
+        store.housekeeping("b", ["job"], PRESENCE)
+        assert store.reclaim("b", ["job"], 4) == []   # the receipt holds the fencing token
+    (taken,) = store.reclaim("b", ["job"], 4)          # committed: now it may be taken over
+    assert taken.attempt == 2
+    assert _effects(store, "b", taken).record("mail:1") is False
+    assert sql(store.dsn, "SELECT attempt FROM job_effects") == [(1,)]
+
+
+def test_a_frozen_receipt_is_ended_by_the_server_after_a_lease(store: Store) -> None:
+    """A replica frozen inside once() holds the fencing token: the server ends its
+    transaction after a lease, the receipt is not written and the run can be taken over."""
+    lease = _claimed(store, lease_seconds=3, heartbeat_seconds=1)
+    with pytest.raises(DatabaseError), _effects(store, "a", lease).once("mail:1"):
+        _expire(store)
+        store.housekeeping("b", ["job"], PRESENCE)
+        wait_for(lambda: store.reclaim("b", ["job"], 4), "the frozen receipt to be ended",
+                 timeout=10)
+    assert sql(store.dsn, "SELECT count(*) FROM job_effects") == [(0,)]
+    assert sql(store.dsn, "SELECT attempt, claimed_by FROM job_runs") == [(2, "b")]
+
+
+def test_a_receipt_in_a_repeatable_read_transaction_is_refused_once_the_run_was_reclaimed(
+    store: Store,
+) -> None:
+    """Issue 16, item 3b: the fence read the caller's snapshot and let a fenced attempt in."""
+    lease = _claimed(store)
+    with psycopg.connect(store.dsn) as conn:
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        conn.execute("SELECT count(*) FROM claimsched.job_runs")  # the snapshot is taken
+        _expire(store)
+        store.housekeeping("b", ["job"], PRESENCE)
+        (taken,) = store.reclaim("b", ["job"], 4)
+        assert taken.attempt == 2
+        with pytest.raises(LeaseLost):
+            _effects(store, "a", lease).record("mail:1", conn=conn)
+        conn.rollback()
+    assert _effects(store, "b", taken).record("mail:1") is True

@@ -5,6 +5,7 @@ from .listener import NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener
 from .migrations import SCHEMA_VERSION, ensure_partitions, maintain, migrate, schema_version
 from .owned import OwnedSchedules
 from .store import Store
+from .views import Views
 
 __all__ = [
     "NOTIFY_RUNS",
@@ -13,6 +14,7 @@ __all__ = [
     "Listener",
     "OwnedSchedules",
     "Store",
+    "Views",
     "checked_schema",
     "compose",
     "connect",

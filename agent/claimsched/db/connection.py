@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, LiteralString
 
 import psycopg
 import psycopg_pool
+from psycopg import conninfo, sql
 from psycopg import errors as pgerrors
-from psycopg import sql
 
 from ..errors import (
     AuthenticationFailed,
@@ -22,13 +21,22 @@ from ..errors import (
 )
 from ..settings import schema_name
 
-_PASSWORD = re.compile(r"(password\s*=\s*)(\S+)|(://[^:/@]+:)([^@]+)(@)", re.IGNORECASE)
+#: Connection options whose values are secrets (libpq's own names).
+SECRET_OPTIONS = frozenset({"password", "sslpassword"})
+MALFORMED = "<a DSN libpq cannot parse>"
 
 
 def redact_dsn(dsn: str) -> str:
-    """The DSN without its password, fit for logs and error messages."""
-    return _PASSWORD.sub(
-        lambda m: f"{m.group(1)}***" if m.group(1) else f"{m.group(3)}***{m.group(5)}", dsn
+    """The DSN without its secrets, fit for logs, errors and status, in every form libpq reads
+    (URI with the password in the user info or a query parameter, key=value with quoted values
+    and escapes): libpq's own parser finds the options, and the secrets are replaced. A DSN it
+    cannot parse is never echoed (a password may be anywhere in it)."""
+    try:
+        options = conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return MALFORMED
+    return conninfo.make_conninfo(
+        "", **{k: "***" if k in SECRET_OPTIONS else v for k, v in options.items()}
     )
 
 
@@ -42,6 +50,12 @@ def compose(template: LiteralString, *names: str, **literals: str) -> sql.Compos
 def translate(exc: BaseException) -> DatabaseError | InvalidSpec:
     """The claimsched error for a psycopg error: one clear line, never a secret."""
     text = " ".join(str(exc).split())
+    if isinstance(exc, psycopg.ProgrammingError) and "connection info string" in text:
+        # libpq's parse error quotes the DSN around the fault, a password included: not shown.
+        return DatabaseUnavailable(
+            "the DSN is malformed: libpq cannot parse it (quote values with spaces: "
+            "password='a b'; in a URI, percent-encode reserved characters)"
+        )
     if isinstance(exc, psycopg_pool.PoolTimeout):
         return DatabaseUnavailable(f"cannot reach the database: {text}")
     if isinstance(exc, pgerrors.InvalidPassword | pgerrors.InvalidAuthorizationSpecification):

@@ -10,12 +10,13 @@ def _sql_text(name: str) -> str:
     return (resources.files("claimsched") / "sql" / name).read_text(encoding="utf-8")
 
 
-QUERY_FILES = ("queries.sql", "operator.sql")
+QUERY_FILES = ("queries.sql", "operator.sql", "views.sql")
 
 
 @cache
 def queries() -> dict[str, str]:
-    """Every named query of sql/queries.sql (agent, CLI) and sql/operator.sql (operator)."""
+    """Every named query of sql/queries.sql (agent, CLI), sql/operator.sql (operator) and
+    sql/views.sql (the web view)."""
     found: dict[str, str] = {}
     for file_name in QUERY_FILES:
         name: str | None = None

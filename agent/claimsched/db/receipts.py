@@ -7,7 +7,10 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
+from psycopg import errors as pgerrors
+from psycopg import pq
 
+from ..errors import DatabaseConflict
 from ..health import retry_conflicts
 from ..records import Lease
 from .connection import search_path, translated
@@ -25,6 +28,13 @@ def _params(agent_id: str, lease: Lease, entity: str) -> dict[str, Any]:
         "entity": entity,
         "job_name": lease.job_name,
     }
+
+
+def _bound_idle(conn: psycopg.Connection[Any], lease: Lease) -> None:
+    """A receipt's transaction holds the run's fencing token until it ends: if its process
+    freezes, the server ends the transaction after a lease, so a reclaim is never held up
+    longer than a lost lease would hold it anyway (the receipt is then not written)."""
+    conn.execute(query("bound_idle_transaction"), {"ms": str(int(lease.lease_seconds * 1000))})
 
 
 class Receipts:
@@ -46,8 +56,15 @@ class Receipts:
         if conn is None:
             row = retry_conflicts(lambda: self._alone(params))
         else:  # the caller's transaction: a conflict aborted it, only the caller can retry
-            with translated():
-                row = self._in_transaction(conn, params)
+            try:
+                with translated():
+                    row = self._in_transaction(conn, params, lease)
+            except DatabaseConflict as exc:
+                if isinstance(exc.__cause__, pgerrors.SerializationFailure):
+                    # REPEATABLE READ: the run's fencing token changed after the caller's
+                    # snapshot (it was reclaimed). Lost; the caller's transaction is aborted.
+                    return False, False
+                raise
         assert row is not None
         return bool(row[0]), bool(row[1])
 
@@ -55,17 +72,22 @@ class Receipts:
         with self._connect() as own:
             return own.execute(query("effect"), params).fetchone()
 
-    def _in_transaction(self, conn: psycopg.Connection[Any], params: dict[str, Any]) -> Any:
+    def _in_transaction(
+        self, conn: psycopg.Connection[Any], params: dict[str, Any], lease: Lease
+    ) -> Any:
         # The app's connection has its own search_path: point it at our schema for this
         # statement only, and put it back whatever happens.
         previous = conn.execute(query("search_path")).fetchone()[0]  # type: ignore[index]
         conn.execute(
             query("set_local_search_path"), {"search_path": search_path(conn, self._schema)}
         )
+        _bound_idle(conn, lease)
         try:
             return conn.execute(query("effect"), params).fetchone()
         finally:
-            conn.execute(query("set_local_search_path"), {"search_path": previous})
+            # An aborted transaction drops the SET LOCAL with its rollback.
+            if conn.info.transaction_status != pq.TransactionStatus.INERROR:
+                conn.execute(query("set_local_search_path"), {"search_path": previous})
 
     @staticmethod
     def _in_savepoint(conn: psycopg.Connection[Any], params: dict[str, Any]) -> Any:
@@ -78,6 +100,8 @@ class Receipts:
         """Insert the receipt in a transaction that commits only if the block succeeds."""
         params = _params(agent_id, lease, entity)
         with self._connect() as conn, conn.transaction():
+            with translated():
+                _bound_idle(conn, lease)
             row = retry_conflicts(lambda: self._in_savepoint(conn, params))
             assert row is not None
             yield bool(row[0]), bool(row[1])

@@ -296,10 +296,13 @@ UPDATE agents SET stopped_at = now(), last_seen = now() WHERE agent_id = %(agent
 -- name: effect
 -- Record a side effect's receipt if this run still owns its occurrence. `owned` false means
 -- the lease was lost (fenced); `inserted` false means the receipt already existed.
+-- The fence row stays locked FOR KEY SHARE until the receipt's transaction ends: no reclaim
+-- (attempt + 1, a key update) can pass it meanwhile, so the fence holds at commit.
 WITH fence AS (
     SELECT id, attempt FROM job_runs
     WHERE id = %(run_id)s AND fire_time = %(fire_time)s AND claimed_by = %(agent_id)s
       AND attempt = %(attempt)s AND status = 'running' AND lease_until > now()
+    FOR KEY SHARE
 ),
 ins AS (
     INSERT INTO job_effects (entity, job_name, fire_time, run_id, attempt)
@@ -316,6 +319,10 @@ SELECT current_setting('search_path')
 -- name: set_local_search_path
 -- Point unqualified names at claimsched's schema until the current transaction ends.
 SELECT set_config('search_path', %(search_path)s, true)
+
+-- name: bound_idle_transaction
+-- End this transaction (server side) if it stays idle longer than %(ms)s milliseconds.
+SELECT set_config('idle_in_transaction_session_timeout', %(ms)s, true)
 
 -- name: schedule_exists
 -- Whether a job has a schedule (manual runs need one).

@@ -60,7 +60,9 @@ CREATE TABLE job_runs (
     orphan_count integer NOT NULL DEFAULT 0,            -- how often a lease expired on this run
     retry_at timestamptz,                               -- failed, to be retried at this time
     PRIMARY KEY (id, fire_time),
-    UNIQUE (job_name, fire_time)                        -- one row per occurrence: exactly once
+    UNIQUE (job_name, fire_time),                       -- one row per occurrence: exactly once
+    UNIQUE (id, fire_time, attempt)                     -- the fencing token is a key: a receipt
+                                                        -- locks it FOR KEY SHARE until it commits
 ) PARTITION BY RANGE (fire_time);
 
 -- Rows whose month has no partition yet land here until maintenance moves them.

@@ -1,4 +1,4 @@
--- 0003: concurrencyPolicy Forbid enforced by the database for every kind of run (scheduled,
+-- 0004: concurrencyPolicy Forbid enforced by the database for every kind of run (scheduled,
 -- reclaimed, retried, manual, backfilled), also against claims racing on other connections.
 
 -- concurrencyPolicy Forbid: at most one run of a job in progress (running, whatever its lease,

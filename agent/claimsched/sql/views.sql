@@ -1,0 +1,99 @@
+-- The read-only web view's statements (claimsched web): SELECT only, a fixed number per page
+-- whatever the number of schedules. Each job's recent runs come from the backward scan of
+-- UNIQUE (job_name, fire_time), LIMIT per job, never from a scan of the whole history.
+
+-- name: web_schedules
+-- Every schedule (or only %(job_name)s) with its newest %(recent)s runs as parallel arrays
+-- (newest first), its latest success, the live agents that handle it, and the database clock.
+SELECT s.job_name, s.schedule, s.time_zone, s.enabled, s.source, s.owner, s.active_since,
+       s.updated_at, s.lease_seconds, s.catch_up_window_seconds, s.catch_up_policy,
+       s.concurrency_policy, s.max_attempts,
+       coalesce(recent.ids, '{}') AS run_ids,
+       coalesce(recent.fire_times, '{}') AS run_fire_times,
+       coalesce(recent.kinds, '{}') AS run_kinds,
+       coalesce(recent.statuses, '{}') AS run_statuses,
+       coalesce(recent.attempts, '{}') AS run_attempts,
+       coalesce(recent.orphan_counts, '{}') AS run_orphan_counts,
+       success.fire_time AS last_success, success.finished_at AS last_success_finished,
+       coalesce(live.agents, 0) AS live_agents,
+       now() AS db_now
+FROM job_schedule s
+LEFT JOIN LATERAL (
+    SELECT array_agg(r.id ORDER BY r.fire_time DESC) AS ids,
+           array_agg(r.fire_time ORDER BY r.fire_time DESC) AS fire_times,
+           array_agg(r.kind ORDER BY r.fire_time DESC) AS kinds,
+           array_agg(r.status ORDER BY r.fire_time DESC) AS statuses,
+           array_agg(r.attempt ORDER BY r.fire_time DESC) AS attempts,
+           array_agg(r.orphan_count ORDER BY r.fire_time DESC) AS orphan_counts
+    FROM (
+        SELECT r.id, r.fire_time, r.kind, r.status, r.attempt, r.orphan_count
+        FROM job_runs r
+        WHERE r.job_name = s.job_name
+        ORDER BY r.fire_time DESC
+        LIMIT %(recent)s
+    ) r
+) recent ON true
+LEFT JOIN LATERAL (
+    SELECT r.fire_time, r.finished_at FROM job_runs r
+    WHERE r.job_name = s.job_name AND r.status = 'done'
+    ORDER BY r.fire_time DESC
+    LIMIT 1
+) success ON true
+LEFT JOIN (
+    SELECT h.job_name, count(DISTINCT a.agent_id) AS agents
+    FROM agents a, unnest(a.handlers) AS h(job_name)
+    WHERE a.stopped_at IS NULL
+      AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
+    GROUP BY h.job_name
+) live ON live.job_name = s.job_name
+WHERE %(job_name)s::text IS NULL OR s.job_name = %(job_name)s
+ORDER BY s.job_name
+
+-- name: web_schedule_runs
+-- One job's runs with a fire time after %(since)s, newest first, at most %(limit)s.
+SELECT r.id, r.fire_time, r.kind, r.status, r.attempt, r.orphan_count, r.claimed_by,
+       r.started_at, r.finished_at, r.error
+FROM job_runs r
+WHERE r.job_name = %(job_name)s AND r.fire_time > %(since)s
+ORDER BY r.fire_time DESC
+LIMIT %(limit)s
+
+-- name: web_run
+-- One run by id with its schedule's attempt budget, its first %(effects)s effect receipts (the
+-- attempt that recorded each) and how many it has in all, and the database clock.
+SELECT r.id, r.job_name, r.fire_time, r.kind, r.status, r.claimed_by, r.lease_until,
+       r.attempt, r.started_at, r.finished_at, r.error, r.orphan_count, r.retry_at,
+       s.max_attempts, s.schedule, s.time_zone,
+       coalesce(receipts.entities, '{}') AS effect_entities,
+       coalesce(receipts.attempts, '{}') AS effect_attempts,
+       coalesce(receipts.recorded, '{}') AS effect_recorded_at,
+       coalesce(total.effects, 0) AS effect_count,
+       now() AS db_now
+FROM job_runs r
+LEFT JOIN job_schedule s ON s.job_name = r.job_name
+LEFT JOIN LATERAL (
+    SELECT array_agg(e.entity ORDER BY e.recorded_at, e.entity) AS entities,
+           array_agg(e.attempt ORDER BY e.recorded_at, e.entity) AS attempts,
+           array_agg(e.recorded_at ORDER BY e.recorded_at, e.entity) AS recorded
+    FROM (
+        SELECT e.entity, e.attempt, e.recorded_at FROM job_effects e
+        WHERE e.job_name = r.job_name AND e.fire_time = r.fire_time AND e.run_id = r.id
+        ORDER BY e.recorded_at, e.entity
+        LIMIT %(effects)s
+    ) e
+) receipts ON true
+LEFT JOIN LATERAL (
+    SELECT count(*) AS effects FROM job_effects e
+    WHERE e.job_name = r.job_name AND e.fire_time = r.fire_time AND e.run_id = r.id
+) total ON true
+WHERE r.id = %(run_id)s
+
+-- name: web_agents
+-- Agents seen recently, newest first: alive while not stopped and seen within their own
+-- time-to-live; and the database clock.
+SELECT agent_id, hostname, pod, namespace, handlers, version, started_at, last_seen,
+       stopped_at, ttl_seconds,
+       (stopped_at IS NULL AND last_seen + make_interval(secs => ttl_seconds) > now()) AS alive,
+       now() AS db_now
+FROM agents
+ORDER BY last_seen DESC, agent_id

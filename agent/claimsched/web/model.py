@@ -1,0 +1,212 @@
+"""What the pages and the JSON show, read through `claimsched.db.Views`: typed records with
+every error text already redacted, so neither rendering can leak a password."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from ..db import Views, redact_dsn
+from ..db.views import RECENT_RUNS
+from ..errors import InvalidSchedule, UnknownTimeZone
+from ..schedules import Schedule, parse_schedule
+from .describe import describe
+from .occurrences import Fire, Occurrence, Run, Window, next_fires, occurrences
+
+TIMELINE_DAYS = 7  # the schedule page's timeline
+TIMELINE_LIMIT = 500  # occurrences at most on it (the newest)
+NEXT_FIRES = 10
+
+State = Literal["enabled", "suspended", "disabled"]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One schedule on the overview: its state, its newest occurrences, what comes next."""
+
+    job_name: str
+    expression: str
+    description: str
+    time_zone: str
+    state: State
+    source: str
+    owner: str | None
+    live_agents: int
+    last_success: datetime | None
+    next_fire: Fire | None
+    strip: list[Occurrence]
+    problem: str | None  # why the expression or zone cannot be read, if it cannot
+    schedule: Schedule | None
+    window: Window
+
+
+@dataclass(frozen=True)
+class Overview:
+    now: datetime
+    schedules: list[Summary]
+
+
+@dataclass(frozen=True)
+class Detail:
+    """One schedule's page: the summary, the timeline of the last days, the next fires."""
+
+    summary: Summary
+    now: datetime
+    since: datetime
+    timeline: list[Occurrence]
+    next_fires: list[Fire]
+
+
+@dataclass(frozen=True)
+class Receipt:
+    entity: str
+    attempt: int
+    recorded_at: datetime
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    run: Run
+    job_name: str
+    lease_until: datetime | None
+    retry_at: datetime | None
+    max_attempts: int | None  # None when the schedule row is gone
+    schedule_known: bool
+    effects: list[Receipt]
+    effect_count: int
+    now: datetime
+
+    @property
+    def duration(self) -> timedelta | None:
+        started, finished = self.run.started_at, self.run.finished_at
+        if started is None:
+            return None
+        end = finished or (self.now if self.run.status == "running" else None)
+        return end - started if end else None
+
+
+@dataclass(frozen=True)
+class Agent:
+    agent_id: str
+    alive: bool
+    hostname: str
+    pod: str | None
+    namespace: str | None
+    handlers: list[str]
+    version: str
+    started_at: datetime
+    last_seen: datetime
+    stopped_at: datetime | None
+    ttl_seconds: int
+
+
+def overview(views: Views) -> Overview:
+    rows = views.schedules()
+    now = rows[0]["db_now"] if rows else datetime.now(UTC)
+    return Overview(now, [_summary(row) for row in rows])
+
+
+def detail(views: Views, job_name: str) -> Detail | None:
+    rows = views.schedules(job_name)
+    if not rows:
+        return None
+    summary, now = _summary(rows[0]), rows[0]["db_now"]
+    since = now - timedelta(days=TIMELINE_DAYS)
+    runs = [_run(row) for row in views.schedule_runs(job_name, since, TIMELINE_LIMIT)]
+    timeline = occurrences(summary.schedule, runs, summary.window, TIMELINE_LIMIT, since)
+    fires = next_fires(summary.schedule, now, NEXT_FIRES) if summary.schedule else []
+    return Detail(summary, now, since, timeline, fires)
+
+
+def run_detail(views: Views, run_id: int) -> RunDetail | None:
+    row = views.run(run_id)
+    if row is None:
+        return None
+    effects = [
+        Receipt(*fields)
+        for fields in zip(row["effect_entities"], row["effect_attempts"],
+                          row["effect_recorded_at"], strict=True)
+    ]
+    return RunDetail(
+        run=_run(row),
+        job_name=row["job_name"],
+        lease_until=row["lease_until"],
+        retry_at=row["retry_at"],
+        max_attempts=row["max_attempts"],
+        schedule_known=row["schedule"] is not None,
+        effects=effects,
+        effect_count=row["effect_count"],
+        now=row["db_now"],
+    )
+
+
+def agents(views: Views) -> tuple[list[Agent], datetime]:
+    """The agents, and the database clock."""
+    rows = views.agents()
+    now = rows[0]["db_now"] if rows else datetime.now(UTC)
+    return [Agent(**{name: row[name] for name in Agent.__dataclass_fields__}) for row in rows], now
+
+
+def state_of(enabled: bool, source: str, owner: str | None) -> State:
+    """enabled; disabled when its ClaimSchedule was deleted (the operator let go of the row);
+    suspended otherwise."""
+    if enabled:
+        return "enabled"
+    return "disabled" if source == "operator" and owner is None else "suspended"
+
+
+def _summary(row: dict[str, Any]) -> Summary:
+    schedule: Schedule | None = None
+    problem = None
+    try:
+        schedule = parse_schedule(row["schedule"], row["time_zone"])
+    except (InvalidSchedule, UnknownTimeZone) as error:
+        problem = str(error)
+    now = row["db_now"]
+    window = Window(
+        active_since=row["active_since"],
+        enabled=row["enabled"],
+        updated_at=row["updated_at"],
+        settle_seconds=row["catch_up_window_seconds"] + row["lease_seconds"],
+        now=now,
+    )
+    runs = [
+        Run(*fields)
+        for fields in zip(row["run_ids"], row["run_fire_times"], row["run_statuses"],
+                          row["run_attempts"], row["run_orphan_counts"], row["run_kinds"],
+                          strict=True)
+    ]
+    upcoming = next_fires(schedule, now, 1) if schedule and row["enabled"] else []
+    return Summary(
+        job_name=row["job_name"],
+        expression=row["schedule"],
+        description=describe(row["schedule"]),
+        time_zone=row["time_zone"],
+        state=state_of(row["enabled"], row["source"], row["owner"]),
+        source=row["source"],
+        owner=row["owner"],
+        live_agents=row["live_agents"],
+        last_success=row["last_success"],
+        next_fire=upcoming[0] if upcoming else None,
+        strip=occurrences(schedule, runs, window, RECENT_RUNS),
+        problem=problem,
+        schedule=schedule,
+        window=window,
+    )
+
+
+def _run(row: dict[str, Any]) -> Run:
+    error = row["error"]
+    return Run(
+        id=row["id"],
+        fire_time=row["fire_time"],
+        status=row["status"],
+        attempt=row["attempt"],
+        orphan_count=row["orphan_count"],
+        kind=row["kind"],
+        claimed_by=row["claimed_by"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        error=redact_dsn(error) if error else None,
+    )

@@ -1,0 +1,349 @@
+"""Server-rendered HTML with inline SVG: the overview, a schedule, a run, the agents, and the
+error pages. Every value from the database goes through `esc`; no page has a script."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from urllib.parse import quote
+from zoneinfo import ZoneInfo
+
+from ..version import __version__
+from .model import Agent, Detail, Overview, RunDetail, Summary
+from .occurrences import CLASSES, MEANING, Occurrence, classify, counts
+from .style import CSS
+
+SQUARE, GAP = 12, 3  # strip squares, px
+TIMELINE_WIDTH, TIMELINE_HEIGHT = 960, 64
+TABLE_ROWS = 100  # newest occurrences listed under the timeline
+_ALIVE, _GONE = '<span class="alive">live</span>', '<span class="dead">gone</span>'
+
+
+def esc(value: object) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def schedule_href(job_name: str) -> str:
+    return "/schedules/" + quote(job_name, safe="")
+
+
+def run_href(run_id: int) -> str:
+    return f"/runs/{int(run_id)}"
+
+
+# -- pages -------------------------------------------------------------------------------------
+
+
+def overview(data: Overview) -> str:
+    rows = "\n".join(_overview_row(s, data.now) for s in data.schedules)
+    latest = [s.strip[-1].cls for s in data.schedules if s.strip]
+    body = (
+        "<h1>Schedules</h1>"
+        f'<p class="summary"><span data-count="schedules">{len(data.schedules)} schedules</span>'
+        f'<span data-count="latest-failed">{latest.count("failed")} whose latest occurrence '
+        "failed</span>"
+        f'<span data-count="latest-missed">{latest.count("missed")} whose latest occurrence '
+        "was missed</span></p>"
+        + _legend()
+        + "<table><thead><tr><th>job</th><th>state</th><th>schedule</th>"
+        "<th>last 30 occurrences (newest right)</th><th>last success</th><th>next fire</th>"
+        '<th class="num">live agents</th></tr></thead><tbody>'
+        + (rows or '<tr><td colspan="7" class="muted">no schedules yet</td></tr>')
+        + "</tbody></table>"
+    )
+    return _page("Schedules", body, data.now)
+
+
+def schedule(data: Detail) -> str:
+    s = data.summary
+    zone = _zone(s.time_zone)
+    found = counts(data.timeline)
+    tallies = "".join(
+        f'<span data-count="{c}">{found[c]} {esc(c)}</span>' for c in CLASSES if found[c])
+    newest = list(reversed(data.timeline))[:TABLE_ROWS]
+    suspended = (
+        f'<p class="muted">This schedule is {esc(s.state)}: it fires at these times only once '
+        "it is enabled again.</p>" if s.state != "enabled" else "")
+    body = (
+        f"<h1>{esc(s.job_name)} {_state(s)}</h1>"
+        '<dl class="facts">'
+        f"<dt>schedule</dt><dd>{esc(s.description)} <code>{esc(s.expression)}</code> "
+        f"in {esc(s.time_zone)}{_problem(s)}</dd>"
+        f"<dt>declared by</dt><dd>{esc(s.source)}{' (' + esc(s.owner) + ')' if s.owner else ''}"
+        "</dd>"
+        f"<dt>active since</dt><dd>{_both(s.window.active_since, zone)}</dd>"
+        f"<dt>last success</dt><dd>{_ago(s.last_success, data.now, zone)}</dd>"
+        f'<dt>live agents</dt><dd data-count="live-agents">{s.live_agents}</dd>'
+        "</dl>"
+        f"<h2>The last {(data.now - data.since).days} days</h2>"
+        f'<p class="summary">{tallies or "no occurrences"}</p>'
+        + _legend()
+        + _timeline(data.timeline, data.since, data.now, zone)
+        + "<h2>Next fires</h2>" + suspended
+        + _next_fires(data)
+        + f"<h2>Occurrences, newest first (at most {TABLE_ROWS})</h2>"
+        + _occurrence_table(newest, zone)
+    )
+    return _page(s.job_name, body, data.now)
+
+
+def run(data: RunDetail) -> str:
+    r = data.run
+    duration = data.duration
+    attempts = f"{r.attempt}" + (f" of {data.max_attempts}" if data.max_attempts else "")
+    job = (f'<a href="{esc(schedule_href(data.job_name))}">{esc(data.job_name)}</a>'
+           if data.schedule_known else f"{esc(data.job_name)} (no schedule row)")
+    effects = "".join(
+        f"<tr><td><code>{esc(e.entity)}</code></td><td class=\"num\">{e.attempt}</td>"
+        f"<td>{_utc(e.recorded_at)}</td></tr>" for e in data.effects)
+    more = (f'<p class="muted">showing {len(data.effects)} of {data.effect_count}</p>'
+            if data.effect_count > len(data.effects) else "")
+    body = (
+        f"<h1>Run {r.id} of {esc(data.job_name)}</h1>"
+        '<dl class="facts">'
+        f"<dt>job</dt><dd>{job}</dd>"
+        f"<dt>fire time</dt><dd>{_utc(r.fire_time)}</dd>"
+        f"<dt>kind</dt><dd>{esc(r.kind)}</dd>"
+        f'<dt>status</dt><dd data-field="status">{_square(classify(r))} {esc(r.status)}</dd>'
+        f'<dt>attempt</dt><dd data-field="attempt">{esc(attempts)}</dd>'
+        f'<dt>orphaned</dt><dd data-field="orphan-count">{r.orphan_count} time'
+        f"{'' if r.orphan_count == 1 else 's'} (a lease that ran out, then reclaimed)</dd>"
+        f'<dt>owner</dt><dd data-field="owner">{esc(r.claimed_by or "none")}</dd>'
+        f"<dt>started</dt><dd>{_utc(r.started_at)}</dd>"
+        f"<dt>finished</dt><dd>{_utc(r.finished_at)}</dd>"
+        f'<dt>duration</dt><dd data-field="duration">{_duration(duration)}</dd>'
+        f"<dt>lease until</dt><dd>{_utc(data.lease_until)}</dd>"
+        f"<dt>retry at</dt><dd>{_utc(data.retry_at)}</dd>"
+        "</dl>"
+        "<h2>Error</h2>"
+        + (f'<pre class="error" data-field="error">{esc(r.error)}</pre>' if r.error
+           else '<p class="muted">none</p>')
+        + f"<h2>Effect receipts ({data.effect_count})</h2>"
+        + (("<table><thead><tr><th>entity</th><th class=\"num\">attempt</th><th>recorded</th>"
+            f"</tr></thead><tbody>{effects}</tbody></table>" + more) if effects
+           else '<p class="muted">none</p>')
+    )
+    return _page(f"run {r.id}", body, data.now)
+
+
+def agents(data: Sequence[Agent], now: datetime) -> str:
+    rows = "".join(
+        f'<tr data-agent="{esc(a.agent_id)}"><td><code>{esc(a.agent_id)}</code></td>'
+        f"<td>{_ALIVE if a.alive else _GONE}</td>"
+        f"<td>{esc(a.hostname)}</td><td>{esc(a.pod or '')}</td>"
+        f"<td>{esc(a.namespace or '')}</td>"
+        f"<td>{', '.join(_job_link(h) for h in a.handlers) or '—'}</td>"
+        f"<td>{esc(a.version)}</td><td>{_utc(a.started_at)}</td>"
+        f"<td>{_ago(a.last_seen, now, None)}</td></tr>"
+        for a in data
+    )
+    live = sum(a.alive for a in data)
+    body = (
+        "<h1>Agents</h1>"
+        f'<p class="summary"><span data-count="live">{live} live</span>'
+        f'<span data-count="agents">{len(data)} seen in the last day</span></p>'
+        "<table><thead><tr><th>agent</th><th>state</th><th>host</th><th>pod</th>"
+        "<th>namespace</th><th>handlers</th><th>version</th><th>started</th><th>last seen</th>"
+        "</tr></thead><tbody>"
+        + (rows or '<tr><td colspan="9" class="muted">no agents</td></tr>')
+        + "</tbody></table>"
+    )
+    return _page("Agents", body, now)
+
+
+def error(status: int, title: str, reason: str) -> str:
+    body = f"<h1>{status} {esc(title)}</h1><p data-field=\"reason\">{esc(reason)}</p>"
+    return _page(title, body, None)
+
+
+# -- parts -------------------------------------------------------------------------------------
+
+
+def _page(title: str, body: str, now: datetime | None) -> str:
+    clock = f'<span class="clock">database time {_utc(now)}</span>' if now else ""
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)} · claimsched</title>"
+        '<link rel="icon" href="data:,">'
+        f"<style>{CSS}</style></head><body>"
+        '<header><a class="brand" href="/">claimsched</a><nav><a href="/">Schedules</a>'
+        '<a href="/agents">Agents</a><a href="/api/schedules">JSON</a></nav>'
+        f"{clock}</header><main>{body}</main>"
+        f'<footer class="muted small">claimsched {esc(__version__)}, a read-only view</footer>'
+        "</body></html>"
+    )
+
+
+def _overview_row(s: Summary, now: datetime) -> str:
+    zone = _zone(s.time_zone)
+    if s.next_fire is not None:
+        nxt = (f"{esc(_local(s.next_fire.local))}"
+               f'<br><span class="muted small">{_utc(s.next_fire.at)}</span>')
+    else:
+        nxt = f'<span class="muted">{"—" if s.problem else esc(s.state)}</span>'
+    return (
+        f'<tr data-job="{esc(s.job_name)}">'
+        f'<td><a href="{esc(schedule_href(s.job_name))}">{esc(s.job_name)}</a></td>'
+        f"<td>{_state(s)}</td>"
+        f"<td>{esc(s.description)}<br><span class=\"muted small\"><code>{esc(s.expression)}"
+        f"</code> {esc(s.time_zone)}</span>{_problem(s)}</td>"
+        f"<td>{_strip(s.strip)}</td>"
+        f"<td>{_ago(s.last_success, now, zone)}</td>"
+        f"<td>{nxt}</td>"
+        f'<td class="num">{s.live_agents}</td></tr>'
+    )
+
+
+def _strip(items: Sequence[Occurrence]) -> str:
+    step = SQUARE + GAP
+    width = 30 * step
+    offset = width - len(items) * step
+    squares = []
+    for i, o in enumerate(items):
+        x = offset + i * step
+        label = f"{_utc(o.fire_time)}: {MEANING[o.cls]}"
+        if o.run is not None:
+            label += f" (run {o.run.id}, {o.run.kind}, attempt {o.run.attempt})"
+        rect = (f'<rect x="{x + 1}" y="1" width="{SQUARE - 2}" height="{SQUARE - 2}" rx="2" '
+                f'class="sq {o.cls}"><title>{esc(label)}</title></rect>')
+        squares.append(f'<a href="{run_href(o.run.id)}">{rect}</a>' if o.run else rect)
+    return (f'<svg class="strip" width="{width}" height="{SQUARE}" '
+            f'viewBox="0 0 {width} {SQUARE}" role="img" aria-label="recent occurrences">'
+            + "".join(squares) + "</svg>")
+
+
+def _square(cls: str) -> str:
+    return (f'<svg width="{SQUARE}" height="{SQUARE}" aria-hidden="true"><rect x="1" y="1" '
+            f'width="{SQUARE - 2}" height="{SQUARE - 2}" rx="2" class="sq {esc(cls)}"/></svg>')
+
+
+def _legend() -> str:
+    return '<div class="legend">' + "".join(
+        f"<span>{_square(c)}{esc(MEANING[c])}</span>" for c in CLASSES) + "</div>"
+
+
+def _timeline(items: Sequence[Occurrence], since: datetime, now: datetime,
+              zone: ZoneInfo) -> str:
+    span = (now - since).total_seconds() or 1.0
+    left, right, top = 4, TIMELINE_WIDTH - 4, 18
+
+    def x_of(t: datetime) -> float:
+        return left + (right - left) * (t - since).total_seconds() / span
+
+    parts = []
+    day = since.astimezone(zone).replace(hour=0, minute=0, second=0, microsecond=0)
+    while day <= now:
+        midnight = day.astimezone(UTC)
+        if midnight >= since:
+            x = x_of(midnight)
+            parts.append(f'<line class="axis" x1="{x:.1f}" y1="12" x2="{x:.1f}" '
+                         f'y2="{TIMELINE_HEIGHT}"/><text x="{x + 3:.1f}" y="11">'
+                         f"{esc(day.strftime('%a %d %b'))}</text>")
+        day += timedelta(days=1)  # wall-clock arithmetic: the next local midnight
+    for o in items:
+        x = x_of(o.fire_time)
+        label = f"{_utc(o.fire_time)}: {MEANING[o.cls]}"
+        bar = (f'<rect x="{x - 2:.1f}" y="{top}" width="4" height="{TIMELINE_HEIGHT - top - 4}" '
+               f'class="sq {o.cls}"><title>{esc(label)}</title></rect>')
+        parts.append(f'<a href="{run_href(o.run.id)}">{bar}</a>' if o.run else bar)
+    return (f'<svg class="timeline" width="{TIMELINE_WIDTH}" height="{TIMELINE_HEIGHT}" '
+            f'viewBox="0 0 {TIMELINE_WIDTH} {TIMELINE_HEIGHT}" role="img" '
+            'aria-label="occurrences over time">' + "".join(parts) + "</svg>")
+
+
+def _next_fires(data: Detail) -> str:
+    if not data.next_fires:
+        return f'<p class="muted">{"—" if data.summary.problem else "no further fire times"}</p>'
+    rows = "".join(
+        f"<tr><td>{esc(_local(f.local))}</td><td>{_utc(f.at)}</td><td>"
+        + (f'<span class="clockchange" data-field="clock-change">{esc(f.clock_change)}</span>'
+           if f.clock_change else "")
+        + "</td></tr>"
+        for f in data.next_fires
+    )
+    return ("<table class=\"next\"><thead><tr><th>local time</th><th>UTC</th>"
+            f"<th>clock change that day</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
+def _occurrence_table(items: Sequence[Occurrence], zone: ZoneInfo) -> str:
+    rows = []
+    for o in items:
+        r = o.run
+        what = f"{_square(o.cls)} {esc(MEANING[o.cls])}"
+        if r is None:
+            rows.append(f"<tr><td>{esc(_local(o.fire_time.astimezone(zone)))}</td>"
+                        f"<td>{what}</td><td></td><td></td><td></td><td></td></tr>")
+            continue
+        duration = r.finished_at - r.started_at if r.finished_at and r.started_at else None
+        error = (r.error or "")[:200]
+        rows.append(
+            f"<tr><td>{esc(_local(o.fire_time.astimezone(zone)))}</td><td>{what}</td>"
+            f'<td><a href="{run_href(r.id)}">run {r.id}</a> {esc(r.kind)}, attempt {r.attempt}'
+            f"</td><td>{esc(r.claimed_by or '')}</td><td>{_duration(duration)}</td>"
+            f'<td class="small">{esc(error)}</td></tr>')
+    return ("<table><thead><tr><th>fire time (local)</th><th>what became of it</th><th>run</th>"
+            "<th>owner</th><th>duration</th><th>error</th></tr></thead><tbody>"
+            + ("".join(rows) or '<tr><td colspan="6" class="muted">none</td></tr>')
+            + "</tbody></table>")
+
+
+def _state(s: Summary) -> str:
+    if s.problem:
+        return '<span class="state invalid">invalid</span>'
+    return f'<span class="state {esc(s.state)}" data-field="state">{esc(s.state)}</span>'
+
+
+def _problem(s: Summary) -> str:
+    return f'<br><span class="problem small">{esc(s.problem)}</span>' if s.problem else ""
+
+
+def _job_link(job: str) -> str:
+    return f'<a href="{esc(schedule_href(job))}">{esc(job)}</a>'
+
+
+def _zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ValueError, OSError):  # an unknown zone: the summary says so; show UTC
+        return ZoneInfo("UTC")
+
+
+def _utc(value: datetime | None) -> str:
+    if value is None:
+        return '<span class="muted">—</span>'
+    return esc(value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))
+
+
+def _local(value: datetime) -> str:
+    return value.strftime("%a %Y-%m-%d %H:%M:%S %Z")
+
+
+def _both(value: datetime, zone: ZoneInfo) -> str:
+    return f"{esc(_local(value.astimezone(zone)))} <span class=\"muted small\">{_utc(value)}</span>"
+
+
+def _ago(value: datetime | None, now: datetime, zone: ZoneInfo | None) -> str:
+    if value is None:
+        return '<span class="muted">never</span>'
+    shown = _both(value, zone) if zone else _utc(value)
+    if value > now:
+        return f"just now<br><span class=\"small\">{shown}</span>"
+    return f"{esc(_duration(now - value, rough=True))} ago<br><span class=\"small\">{shown}</span>"
+
+
+def _duration(value: timedelta | None, *, rough: bool = False) -> str:
+    if value is None:
+        return "—"
+    seconds = value.total_seconds()
+    if seconds < 0:
+        return "—"
+    if seconds < 60:
+        return f"{seconds:.0f} s" if rough else f"{seconds:.3f} s"
+    minutes, hours, days = seconds / 60, seconds / 3600, seconds / 86400
+    if days >= 2:
+        return f"{days:.0f} days"
+    if hours >= 1:
+        return f"{hours:.1f} h"
+    return f"{minutes:.0f} min"

@@ -1,0 +1,99 @@
+"""A history for the web view's tests: schedules with done, failed, skipped, reclaimed,
+running and missing occurrences, a hostile job name and error text, live and stopped agents."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from claimsched.schedules import parse_schedule
+
+HOSTILE_JOB = "<script>alert(1)</script>"
+HOSTILE_ERROR = "<img src=x onerror=alert(2)> failed; see postgresql://app:hunter2@db:5432/app"
+PASSWORD = "hunter2"
+# Missed fast enough to test: settled after catch-up window 0 + lease 3 s.
+QUICK = {"catch_up_window_seconds": 0, "lease_seconds": 3, "heartbeat_seconds": 1}
+
+
+@dataclass(frozen=True)
+class Seeded:
+    now: datetime
+    run_ids: dict[str, list[int]]  # per job, newest first
+
+
+def seed(dsn: str) -> Seeded:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET search_path = claimsched, public")
+        now: datetime = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+        # A row written past the name check (an older schema, a hand edit): shown as text.
+        conn.execute("ALTER TABLE job_schedule DROP CONSTRAINT job_schedule_job_name_check")
+        _schedule(conn, "nightly", "0 2 * * *", "Europe/Berlin", now - timedelta(days=10))
+        _schedule(conn, "fast", "@every 10s", "UTC", now - timedelta(hours=1))
+        _schedule(conn, HOSTILE_JOB, "*/5 * * * *", "UTC", now - timedelta(hours=2))
+        # Sundays of March at 02:30 in Berlin: each year's last one is the clock change.
+        _schedule(conn, "spring", "30 2 * 3 0", "Europe/Berlin", now - timedelta(days=1))
+        _schedule(conn, "paused", "0 6 * * 1-5", "America/New_York", now - timedelta(days=3),
+                  enabled=False)
+        nightly = parse_schedule("0 2 * * *", "Europe/Berlin").between(
+            now - timedelta(days=10), now)
+        # Newest first: done, done, failed, (missed), done, reclaimed, (missed)...
+        plan = ["done", "done", "failed", None, "done", "reclaimed", None, "done", None, "done"]
+        for fire, status in zip(reversed(nightly), plan, strict=False):
+            if status:
+                _run(conn, "nightly", fire, status, "nightly run blew up" if status == "failed"
+                     else None)
+        fast = parse_schedule("@every 10s").between(now - timedelta(minutes=8), now)
+        cycle = ["done", "done", "failed", "skipped", None, "reclaimed", "done"]
+        for index, fire in enumerate(reversed(fast)):
+            status = "running" if index == 0 else cycle[index % len(cycle)]
+            if status:
+                _run(conn, "fast", fire, status, "fast failed" if status == "failed" else None)
+        hostile = parse_schedule("*/5 * * * *").between(now - timedelta(hours=1), now)
+        _run(conn, HOSTILE_JOB, hostile[-2], "failed", HOSTILE_ERROR)
+        _run(conn, HOSTILE_JOB, hostile[-3], "done", None)
+        conn.execute(
+            "INSERT INTO job_effects (entity, job_name, fire_time, run_id, attempt) "
+            "SELECT 'mail:' || g, job_name, fire_time, id, 1 "
+            "FROM job_runs, generate_series(1, 3) g "
+            "WHERE job_name = 'nightly' AND status = 'done' "
+            "AND fire_time = (SELECT max(fire_time) FROM job_runs WHERE job_name = 'nightly')")
+        conn.execute(
+            "INSERT INTO agents (agent_id, hostname, handlers, version, last_seen, stopped_at) "
+            "VALUES ('agent-live', 'host-a', '{nightly,fast}', '0.1.0', now(), NULL), "
+            "       ('agent-gone', 'host-b', '{nightly}', '0.0.9', now() - interval '1 hour', "
+            "        now() - interval '1 hour')")
+        ids: dict[str, list[int]] = {}
+        for job, run_id in conn.execute(
+                "SELECT job_name, id FROM job_runs ORDER BY fire_time DESC"):
+            ids.setdefault(job, []).append(run_id)
+    return Seeded(now, ids)
+
+
+def _schedule(conn: psycopg.Connection[Any], job: str, expression: str, zone: str,
+              since: datetime, enabled: bool = True) -> None:
+    conn.execute(
+        "INSERT INTO job_schedule (job_name, schedule, time_zone, enabled, source, active_since, "
+        "catch_up_window_seconds, lease_seconds, heartbeat_seconds) "
+        "VALUES (%s, %s, %s, %s, 'cli', %s, %s, %s, %s)",
+        [job, expression, zone, enabled, since, QUICK["catch_up_window_seconds"],
+         QUICK["lease_seconds"], QUICK["heartbeat_seconds"]])
+    if not enabled:  # the trigger stamps updated_at; suspended since `since`
+        conn.execute("ALTER TABLE job_schedule DISABLE TRIGGER job_schedule_active_since")
+        conn.execute("UPDATE job_schedule SET updated_at = %s WHERE job_name = %s", [since, job])
+        conn.execute("ALTER TABLE job_schedule ENABLE TRIGGER job_schedule_active_since")
+
+
+def _run(conn: psycopg.Connection[Any], job: str, fire: datetime, status: str,
+         error: str | None) -> None:
+    reclaimed = status == "reclaimed"
+    conn.execute(
+        "INSERT INTO job_runs (job_name, fire_time, status, claimed_by, attempt, orphan_count, "
+        "started_at, finished_at, error, lease_until) "
+        "VALUES (%s, %s, %s, 'agent-live', %s, %s, %s, %s, %s, %s)",
+        [job, fire, "done" if reclaimed else status, 2 if reclaimed else 1, 1 if reclaimed else 0,
+         fire + timedelta(seconds=1),
+         None if status == "running" else fire + timedelta(seconds=3), error,
+         fire + timedelta(minutes=2) if status == "running" else None])

@@ -1,0 +1,143 @@
+"""The pages of a real `claimsched web` process in Debian's headless Chromium: they load with
+no console error, no page error and no dialog; what they count is what the database holds;
+hostile text is text; POST is refused; screenshots of the overview and a schedule."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import quote
+
+from claimsched.schedules import parse_schedule
+from claimsched.tools.postgres import free_port
+from tests.helpers.web_seed import HOSTILE_ERROR, HOSTILE_JOB, PASSWORD, seed
+from tests.integration.support import sql
+
+from .conftest import Server, Watched
+
+
+def _fire_time(title: str) -> datetime:
+    """The fire time a square's tooltip starts with: '2026-06-01 02:00:00 UTC: ...'."""
+    return datetime.strptime(title[:23], "%Y-%m-%d %H:%M:%S UTC").replace(tzinfo=UTC)
+
+
+def test_the_overview_squares_are_the_database_runs_and_the_page_is_clean(
+    dsn: str, web_server: Callable[[str], Server], watched: Watched, tmp_path: Path
+) -> None:
+    seeded = seed(dsn)
+    server = web_server(dsn)
+    watched.goto(server.url + "/")
+    page = watched.page
+    schedules = sql(dsn, "SELECT count(*) FROM job_schedule")[0][0]
+    assert page.locator("[data-count=schedules]").inner_text() == f"{schedules} schedules"
+    for job in ("fast", "nightly"):
+        row = page.locator(f'tr[data-job="{job}"]')
+        oldest = _fire_time(row.locator("svg.strip title").first.text_content())
+        done, failed, runs = sql(
+            dsn, "SELECT count(*) FILTER (WHERE status = 'done' AND attempt = 1 "
+                 "AND orphan_count = 0), count(*) FILTER (WHERE status = 'failed' "
+                 "AND attempt = 1), count(*) FROM job_runs WHERE job_name = %s "
+                 "AND fire_time >= %s", [job, oldest])[0]
+        assert row.locator("rect.done").count() == done, job
+        assert row.locator("rect.failed").count() == failed, job
+        assert row.locator("svg.strip a").count() == runs, job  # each run links to its page
+    nightly = page.locator('tr[data-job="nightly"]')
+    since, = sql(dsn, "SELECT active_since FROM job_schedule WHERE job_name = 'nightly'")[0]
+    expected = parse_schedule("0 2 * * *", "Europe/Berlin").between(since, seeded.now)
+    runs = sql(dsn, "SELECT count(*) FROM job_runs WHERE job_name = 'nightly'")[0][0]
+    assert nightly.locator("rect.missed").count() == len(expected) - runs > 0
+    assert "At 02:00, every day" in nightly.inner_text()
+    assert page.locator('tr[data-job="paused"] [data-field=state]').inner_text() == "suspended"
+    watched.screenshot(tmp_path / "web-overview.png")
+    watched.assert_clean()
+
+
+def test_a_hostile_job_name_and_error_render_as_text_and_nothing_runs(
+    dsn: str, web_server: Callable[[str], Server], watched: Watched
+) -> None:
+    seed(dsn)
+    server = web_server(dsn)
+    page = watched.page
+    watched.goto(server.url + "/")
+    link = page.get_by_role("link", name=HOSTILE_JOB)
+    assert link.inner_text() == HOSTILE_JOB
+    link.click()
+    page.wait_for_url(server.url + "/schedules/" + quote(HOSTILE_JOB, safe=""))
+    assert page.locator("h1").inner_text().startswith(HOSTILE_JOB)
+    page.locator("tr:has(rect.failed) a").first.click()  # the occurrence table's run link
+    page.wait_for_url(f"{server.url}/runs/*")
+    error = page.locator("[data-field=error]").inner_text()
+    assert error.startswith("<img src=x onerror=alert(2)>") and PASSWORD not in error
+    assert "postgresql://app:***@db:5432/app" in error and error != HOSTILE_ERROR
+    assert page.locator("img").count() == 0
+    assert page.evaluate("document.scripts.length") == 0
+    assert PASSWORD not in page.content()
+    watched.assert_clean()
+
+
+def test_a_schedule_page_shows_its_timeline_and_next_fires_with_clock_changes(
+    dsn: str, web_server: Callable[[str], Server], watched: Watched, tmp_path: Path
+) -> None:
+    seed(dsn)
+    server = web_server(dsn)
+    page = watched.page
+    watched.goto(server.url + "/schedules/nightly")
+    since = datetime.fromisoformat(
+        sql(dsn, "SELECT (now() - interval '7 days')::text")[0][0])
+    done = sql(dsn, "SELECT count(*) FROM job_runs WHERE job_name = 'nightly' "
+                    "AND status = 'done' AND attempt = 1 AND fire_time > %s", [since])[0][0]
+    assert page.locator("svg.timeline rect.done").count() == done
+    assert page.locator("svg.timeline rect.missed").count() > 0
+    assert page.locator("table.next tbody tr").count() == 10
+    watched.screenshot(tmp_path / "web-schedule.png")
+    watched.goto(server.url + "/schedules/spring")
+    changes = page.locator("[data-field=clock-change]")
+    assert changes.count() == 2  # the last Sunday of March, two years running
+    assert changes.first.inner_text() == "clocks go forward 1 h"
+    watched.assert_clean()
+
+
+def test_the_agents_page_and_a_run_page_show_the_database(
+    dsn: str, web_server: Callable[[str], Server], watched: Watched
+) -> None:
+    seeded = seed(dsn)
+    server = web_server(dsn)
+    page = watched.page
+    watched.goto(server.url + "/agents")
+    assert page.locator("[data-count=live]").inner_text() == "1 live"
+    assert "nightly, fast" in page.locator('tr[data-agent="agent-live"]').inner_text()
+    run_id = seeded.run_ids["nightly"][0]
+    watched.goto(f"{server.url}/runs/{run_id}")
+    assert page.locator("[data-field=owner]").inner_text() == "agent-live"
+    assert page.locator("[data-field=attempt]").inner_text() == "1 of 3"
+    assert page.locator("[data-field=duration]").inner_text() == "2.000 s"
+    assert "Effect receipts (3)" in page.content()
+    watched.assert_clean()
+
+
+def test_post_is_refused_and_unknown_pages_are_404s(
+    dsn: str, web_server: Callable[[str], Server], watched: Watched
+) -> None:
+    seed(dsn)
+    server = web_server(dsn)
+    request = watched.page.context.request
+    for path in ("/", "/api/schedules", "/schedules/nightly"):
+        response = request.post(server.url + path, data="x")
+        assert response.status == 405 and response.headers["allow"] == "GET, HEAD"
+    watched.goto(server.url + "/schedules/nope", status=404)
+    assert "no schedule named 'nope'" in watched.page.inner_text("main")
+    watched.goto(server.url + "/runs/987654321", status=404)
+    watched.assert_clean(expected_status=404)
+
+
+def test_a_database_outage_is_a_503_page_with_one_line_and_no_password(
+    web_server: Callable[[str], Server], watched: Watched
+) -> None:
+    server = web_server(f"postgresql://app:{PASSWORD}@127.0.0.1:{free_port()}/app")
+    watched.goto(server.url + "/", status=503)
+    reason = watched.page.locator("[data-field=reason]").inner_text()
+    assert reason.startswith("cannot reach the database") and "\n" not in reason
+    assert PASSWORD not in watched.page.content()
+    watched.assert_clean(expected_status=503)
+    assert PASSWORD not in server.log.read_text()
