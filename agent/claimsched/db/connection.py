@@ -13,11 +13,13 @@ from psycopg import errors as pgerrors
 
 from ..errors import (
     AuthenticationFailed,
+    ConfigurationError,
     DatabaseConflict,
     DatabaseError,
     DatabaseUnavailable,
     InvalidSpec,
 )
+from ..settings import schema_name
 
 #: Connection options whose values are secrets (libpq's own names).
 SECRET_OPTIONS = frozenset({"password", "sslpassword"})
@@ -84,6 +86,19 @@ def translated() -> Iterator[None]:
         raise translate(exc) from exc
 
 
+def checked_schema(schema: str) -> str:
+    """The schema name, or ConfigurationError saying why Postgres cannot hold it."""
+    try:
+        return schema_name(schema)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+def search_path(conn: psycopg.Connection[Any], schema: str) -> str:
+    """claimsched's schema first, quoted: `MySchema` stays "MySchema" (not myschema)."""
+    return sql.SQL("{}, public").format(sql.Identifier(schema)).as_string(conn)
+
+
 def connect(
     dsn: str, schema: str, *, autocommit: bool = True, timeout: float = 5.0
 ) -> psycopg.Connection[Any]:
@@ -99,7 +114,7 @@ def _configure_session(conn: psycopg.Connection[Any], schema: str) -> None:
     than running it, 80 ms of the operator's status refresh)."""
     conn.execute(
         "SELECT set_config('search_path', %s, false), set_config('jit', 'off', false)",
-        [f"{schema}, public"],
+        [search_path(conn, schema)],
     )
     if not conn.autocommit:
         conn.commit()

@@ -32,6 +32,8 @@ RETURNING job_name
 -- counters, the latest run, the latest success, and the live agents that handle the job.
 -- Occurrences at or before active_since never run; a disabled row stops counting at its
 -- last change; occurrences younger than catch-up window + lease may still be claimed.
+-- An occurrence happened when a scheduled or backfilled run holds its fire time (one row per
+-- fire time); a manual run is at the instant of its trigger, which is no occurrence.
 WITH jobs AS (
     SELECT s.job_name, s.enabled, s.active_since,
            greatest(s.active_since, now() - interval '24 hours') AS day_start,
@@ -55,11 +57,11 @@ WITH jobs AS (
                               AND r.fire_time > now() - interval '24 hours') AS failed_day,
            count(*) FILTER (WHERE r.status = 'failed' AND r.error LIKE '%%attempts exhausted'
                               AND r.fire_time > now() - interval '24 hours') AS exhausted_day,
-           count(*) FILTER (WHERE r.kind = 'scheduled' AND r.fire_time > j.day_start
+           count(*) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.day_start
                               AND r.fire_time <= j.settled_end) AS seen_day,
-           count(*) FILTER (WHERE r.kind = 'scheduled' AND r.fire_time > j.history_start
+           count(*) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.history_start
                               AND r.fire_time <= j.settled_end) AS seen_history,
-           max(r.fire_time) FILTER (WHERE r.kind = 'scheduled' AND r.fire_time > j.history_start
+           max(r.fire_time) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.history_start
                                       AND r.fire_time <= j.settled_end) AS latest_seen
     FROM jobs j
     JOIN job_runs r ON r.job_name = j.job_name
