@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, LiteralString
@@ -38,6 +39,25 @@ def redact_dsn(dsn: str) -> str:
     return conninfo.make_conninfo(
         "", **{k: "***" if k in SECRET_OPTIONS else v for k, v in options.items()}
     )
+
+
+_IN_TEXT = (
+    # postgresql://user:secret@host: the user info's password
+    (re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)[^@\s]*@", re.IGNORECASE), r"\1***@"),
+    # ?password=secret&... in a URI's query
+    (re.compile(r"([?&](?:ssl)?password=)[^&\s]*", re.IGNORECASE), r"\1***"),
+    # password=secret, password = 'quoted \' secret' in key=value form
+    (re.compile(r"\b((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S+)", re.IGNORECASE),
+     r"\1***"),
+)
+
+
+def redact_text(text: str) -> str:
+    """Free text (an error message, a log line) with every DSN secret in it replaced: URI user
+    info, password query parameters and password= options, quoted or not."""
+    for pattern, replacement in _IN_TEXT:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def compose(template: LiteralString, *names: str, **literals: str) -> sql.Composed:
