@@ -110,20 +110,26 @@ class Planner:
         self, record: ScheduleRecord, due: list[datetime], latest: datetime, now: datetime
     ) -> list[Candidate]:
         """`due` ascending (at most one pass's worth); `latest` is the newest due occurrence."""
-        name = record.job_name
+        since = record.active_since  # the schedule version these fire times come from
+
+        def run(t: datetime, latest: bool = True) -> Candidate:
+            return Candidate(record.job_name, t, since, latest=latest)
+
+        def skip(t: datetime, reason: str, latest: bool = False) -> Candidate:
+            return Candidate(record.job_name, t, since, "skipped", reason, latest)
+
         older = [t for t in due if t != latest]
         newest = [latest] if due[-1] == latest else []
         if record.concurrency_policy == "Replace":
-            skipped = [Candidate(name, t, "skipped", SUPERSEDED, False) for t in older]
-            return skipped + [Candidate(name, t) for t in newest]
+            return [skip(t, SUPERSEDED) for t in older] + [run(t) for t in newest]
         if record.catch_up_policy == "All":
             # Forbid: the database lets only the oldest free one run and defers the others.
-            return [Candidate(name, t, latest=t == latest) for t in due]
+            return [run(t, latest=t == latest) for t in due]
         reason = MISSED_LATEST if record.catch_up_policy == "Latest" else MISSED_NONE
-        skipped = [Candidate(name, t, "skipped", reason, False) for t in older]
+        skipped = [skip(t, reason) for t in older]
         if record.catch_up_policy == "None" and now - latest > self.misfire_grace:
-            return skipped + [Candidate(name, t, "skipped", reason, True) for t in newest]
-        return skipped + [Candidate(name, t) for t in newest]
+            return skipped + [skip(t, reason, latest=True) for t in newest]
+        return skipped + [run(t) for t in newest]
 
     def learn(self, results: Iterable[ClaimResult]) -> set[str]:
         """Advance cursors over settled occurrences; returns the outcomes that blocked a job."""

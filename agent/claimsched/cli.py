@@ -205,9 +205,17 @@ def cmd_agents(args: argparse.Namespace) -> int:
     _emit(
         args,
         rows,
-        ["agent_id", "alive", "hostname", "pod", "handlers", "version", "last_seen"],
+        ["agent_id", "alive", "hostname", "pod", "handlers", "version", "tzdata", "last_seen"],
         "agents",
     )
+    versions = sorted({str(a["tzdata"]) for a in rows if a["alive"] and a["tzdata"]})
+    if len(versions) > 1:
+        print(
+            f"claimsched: warning: live agents compute fire times with different time zone "
+            f"databases ({', '.join(versions)}): a local time may map to two instants and run "
+            "twice; give every replica the same tzdata",
+            file=sys.stderr,
+        )
     return 0
 
 

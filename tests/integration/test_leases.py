@@ -8,19 +8,17 @@ import pytest
 from claimsched import DatabaseError, LeaseLost
 from claimsched.db import Store
 from claimsched.effects import Effects
-from claimsched.records import Candidate, Completion, Lease
+from claimsched.records import Completion, Lease
 from claimsched.specs import job_spec
 from tests.helpers.polling import wait_for
 
-from .support import past, runs, sql
-
-PRESENCE = {"hostname": "h", "pod": None, "namespace": None, "version": "t", "ttl_seconds": 9}
+from .support import PRESENCE, due, past, runs, sql
 
 
 def _claimed(store: Store, agent: str = "a", ago: float = 5, **fields: object) -> Lease:
     store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s", **fields))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
-    _, results = store.claim(agent, [Candidate("job", past(ago))], 4)
+    _, results = store.claim(agent, [due(store, "job", past(ago))], 4)
     assert results[0].lease is not None
     return results[0].lease
 

@@ -9,12 +9,11 @@ from pydantic import ValidationError
 from claimsched import Agent, ConfigurationError
 from claimsched.cli import main
 from claimsched.db import Store
-from claimsched.records import Candidate
 from claimsched.settings import AgentSettings
 from claimsched.specs import job_spec
 from claimsched_operator.settings import OperatorSettings
 
-from .support import past
+from .support import due, past
 
 TABLES = {"schema_version", "job_schedule", "job_runs", "job_effects", "agents"}
 
@@ -43,7 +42,7 @@ def test_a_mixed_case_schema_holds_every_table_and_public_holds_none(
         store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s"))
         with store.connection() as conn:
             conn.execute("UPDATE job_schedule SET active_since = now() - interval '1 hour'")
-        _, results = store.claim("a", [Candidate("job", past(2))], 4)
+        _, results = store.claim("a", [due(store, "job", past(2))], 4)
         assert [r.outcome for r in results] == ["claimed"]
         lease = results[0].lease
         assert lease is not None

@@ -54,6 +54,7 @@ def claim_params(agent_id: str, candidates: Sequence[Candidate], capacity: int) 
         "wants": [c.want for c in candidates],
         "reasons": [c.reason for c in candidates],
         "latest": [c.latest for c in candidates],
+        "since": [c.since for c in candidates],
     }
 
 

@@ -43,7 +43,9 @@ RETURNING job_name
 -- `reason`); `latest` marks a job's newest due occurrence. The database decides: not yet due by
 -- its clock, schedule inactive, already taken, Forbid and busy (skip the latest, defer older
 -- ones; of a Forbid job's free occurrences only the oldest may run now), or beyond this
--- replica's free slots. Returns one row per candidate with its outcome,
+-- replica's free slots, or computed from a schedule that has changed since (`since`, the
+-- schedule's active_since when the replica read it: 'stale', the replica re-reads it).
+-- Returns one row per candidate with its outcome,
 -- plus the database clock (mid-statement); Replace fences out the job's older running runs.
 -- Forbid's busy test is forbid_in_progress(), which locks the job first and reads after the
 -- lock: a run that a racing claim or reclaim started is seen (it is called only when some
@@ -56,6 +58,7 @@ WITH cand AS (
            CASE
                WHEN s.job_name IS NULL OR NOT s.enabled OR c.fire_time <= s.active_since
                    THEN 'inactive'
+               WHEN c.since IS DISTINCT FROM s.active_since THEN 'stale'
                WHEN c.fire_time > now() THEN 'not_due'
                WHEN EXISTS (SELECT 1 FROM job_runs r
                             WHERE r.job_name = c.job_name AND r.fire_time = c.fire_time)
@@ -63,8 +66,8 @@ WITH cand AS (
                ELSE c.want
            END AS first_verdict
     FROM unnest(%(jobs)s::text[], %(fire_times)s::timestamptz[], %(wants)s::text[],
-                %(reasons)s::text[], %(latest)s::boolean[])
-         WITH ORDINALITY AS c(job_name, fire_time, want, reason, latest, ord)
+                %(reasons)s::text[], %(latest)s::boolean[], %(since)s::timestamptz[])
+         WITH ORDINALITY AS c(job_name, fire_time, want, reason, latest, since, ord)
     LEFT JOIN job_schedule s ON s.job_name = c.job_name
 ),
 busy AS (
@@ -216,9 +219,10 @@ RETURNING r.id, r.retry_at
 -- leases into orphans (or failures once attempts are exhausted), fail runs past max_runtime,
 -- and say whether any run this agent could take wants an owner. Wakes the others if needed.
 WITH presence AS (
-    INSERT INTO agents (agent_id, hostname, pod, namespace, handlers, version, ttl_seconds)
+    INSERT INTO agents (agent_id, hostname, pod, namespace, handlers, version, ttl_seconds,
+                        tzdata)
     VALUES (%(agent_id)s, %(hostname)s, %(pod)s, %(namespace)s, %(handlers)s::text[],
-            %(version)s, %(ttl_seconds)s)
+            %(version)s, %(ttl_seconds)s, %(tzdata)s)
     ON CONFLICT (agent_id) DO UPDATE
     SET last_seen = now(), handlers = EXCLUDED.handlers, ttl_seconds = EXCLUDED.ttl_seconds,
         stopped_at = NULL
@@ -332,7 +336,7 @@ LIMIT %(limit)s
 
 -- name: list_agents
 -- Agents seen recently, and whether they are alive by their own time-to-live.
-SELECT agent_id, hostname, pod, namespace, handlers, version, started_at, last_seen,
+SELECT agent_id, hostname, pod, namespace, handlers, version, tzdata, started_at, last_seen,
        (stopped_at IS NULL AND last_seen + make_interval(secs => ttl_seconds) > now()) AS alive
 FROM agents
 ORDER BY last_seen DESC

@@ -107,7 +107,8 @@ CREATE TABLE agents (
     started_at timestamptz NOT NULL DEFAULT now(),      -- when the agent started
     last_seen timestamptz NOT NULL DEFAULT now(),       -- last sign of life (database clock)
     ttl_seconds integer NOT NULL DEFAULT 90,            -- alive while last_seen + ttl > now()
-    stopped_at timestamptz                              -- set on graceful shutdown
+    stopped_at timestamptz,                             -- set on graceful shutdown
+    tzdata text                                         -- IANA tz database version (2025b)
 );
 
 -- Agents wake up when schedules change, and when runs want an owner.
