@@ -19,7 +19,6 @@ from . import logs, tables, web
 from .agent import Agent
 from .db import Store, redact_dsn
 from .errors import ClaimschedError, ConfigurationError, InvalidSpec, UnknownJob
-from .schedules import parse_schedule
 from .settings import AgentSettings
 from .specs import load_claimschedules
 from .version import __version__
@@ -131,6 +130,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
             {
                 "job": record.job_name,
                 "schedule": record.schedule,
+                "resolved": record.parsed.resolved,
                 "time_zone": record.time_zone,
                 "enabled": record.enabled,
                 "source": record.source,
@@ -145,7 +145,8 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     _emit(
         args,
         rows,
-        ["job", "schedule", "time_zone", "enabled", "source", "policy", "next_local", "next_utc"],
+        ["job", "schedule", "resolved", "time_zone", "enabled", "source", "policy", "next_local",
+         "next_utc"],
         "schedules",
     )
     return 0
@@ -248,7 +249,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         if args.job not in records:
             raise UnknownJob(f"no schedule for job {args.job!r}")
         record = records[args.job]
-        occurrences = parse_schedule(record.schedule, record.time_zone).between(
+        occurrences = record.parsed.between(
             start - _tick(), end, limit=MAX_BACKFILL + 1
         )
         occurrences = [t for t in occurrences if start <= t <= end]

@@ -55,7 +55,7 @@ class JobSpec:
     """
 
     job_name: str  # the job's key: letters, digits, '_', '.', '-'
-    schedule: str  # 5-field cron, a descriptor (@daily...) or @every <duration>
+    schedule: str  # 5-field cron (H for a value hashed from the name), a descriptor or @every
     time_zone: str = "UTC"  # IANA time zone the cron fields are read in
     enabled: bool = True  # False suspends the job (no runs, no catch-up)
     lease_seconds: int = 120  # claim validity, seconds
@@ -78,7 +78,7 @@ class JobSpec:
                 f"heartbeat_seconds ({self.heartbeat_seconds}) must be at most a third of "
                 f"lease_seconds ({self.lease_seconds})"
             )
-        parse_schedule(self.schedule, self.time_zone)
+        self.parsed  # noqa: B018  # raises InvalidSchedule / UnknownTimeZone
 
     def _problems(self) -> list[str]:
         problems = []
@@ -110,7 +110,8 @@ class JobSpec:
 
     @property
     def parsed(self) -> Schedule:
-        return parse_schedule(self.schedule, self.time_zone)
+        """The schedule, its hashed fields (``H``) resolved for this job's name."""
+        return parse_schedule(self.schedule, self.time_zone, self.job_name)
 
     def row(self) -> dict[str, Any]:
         """Every field by name: the parameters of the statements that write a schedule."""

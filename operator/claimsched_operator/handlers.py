@@ -162,7 +162,9 @@ async def reconcile(
         found.set(condition(SYNCED, False, "DatabaseUnavailable", str(exc)),
                   condition(READY, False, "DatabaseUnavailable", str(exc)))
         raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY_SECONDS) from exc
-    runtime.catalog.put(Entry(owner, job, database.name, job_spec, job_spec.parsed))
+    schedule = job_spec.parsed
+    patch.status["resolvedSchedule"] = schedule.resolved
+    runtime.catalog.put(Entry(owner, job, database.name, job_spec, schedule))
     _synced(body, job_spec, synced.outcome, found)
     logger.info("job %s synced: %s", job, synced.outcome)
     await triggers.request(database.owned, body, patch, job, logger)
@@ -251,7 +253,9 @@ async def _database(runtime: Runtime, namespace: str | None,
 def _synced(body: kopf.Body, spec: JobSpec, outcome: Outcome, found: Conditions) -> None:
     """Conditions, metrics and an Event (when something changed) for a row written."""
     metrics.SCHEDULES_SYNCED.labels(outcome).inc()
-    message = (f"job {spec.job_name} runs {spec.schedule} in {spec.time_zone}"
+    resolved = spec.parsed.resolved
+    shown = spec.schedule if resolved == spec.schedule else f"{spec.schedule} (= {resolved})"
+    message = (f"job {spec.job_name} runs {shown} in {spec.time_zone}"
                + (" (suspended)" if not spec.enabled else ""))
     found.set(condition(SYNCED, True, "Synced", message),
               _ready(spec.enabled, found.status_of(AGENTS_AVAILABLE) != "False", spec.job_name))
@@ -275,6 +279,7 @@ def _invalid(runtime: Runtime, body: kopf.Body, owner: str, job: str, exc: Excep
            if c.get("type") == READY]
     found.set(condition(SYNCED, False, "InvalidSpec", message),
               condition(READY, False, reason, message))
+    found.patch.status["resolvedSchedule"] = None
     prior = runtime.catalog.get(owner)  # keep its database: delete releases what was ours
     runtime.catalog.put(Entry(owner, job, prior.database if prior else DEFAULT, None))
     metrics.INVALID_SPECS.labels(reason).inc()

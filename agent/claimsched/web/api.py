@@ -74,6 +74,7 @@ def _summary(s: Summary) -> dict[str, Any]:
     return {
         "job": s.job_name,
         "schedule": s.expression,
+        "resolved_schedule": s.resolved,
         "description": s.description,
         "time_zone": s.time_zone,
         "state": s.state,

@@ -27,6 +27,7 @@ class Summary:
 
     job_name: str
     expression: str
+    resolved: str  # the expression with hashed fields (H) written out; else the expression
     description: str
     time_zone: str
     state: State
@@ -160,7 +161,7 @@ def _summary(row: dict[str, Any]) -> Summary:
     schedule: Schedule | None = None
     problem = None
     try:
-        schedule = parse_schedule(row["schedule"], row["time_zone"])
+        schedule = parse_schedule(row["schedule"], row["time_zone"], row["job_name"])
     except (InvalidSchedule, UnknownTimeZone) as error:
         problem = str(error)
     now = row["db_now"]
@@ -181,7 +182,8 @@ def _summary(row: dict[str, Any]) -> Summary:
     return Summary(
         job_name=row["job_name"],
         expression=row["schedule"],
-        description=describe(row["schedule"]),
+        resolved=schedule.resolved if schedule else row["schedule"],
+        description=describe(schedule.resolved if schedule else row["schedule"]),
         time_zone=row["time_zone"],
         state=state_of(row["enabled"], row["source"], row["owner"]),
         source=row["source"],

@@ -68,7 +68,7 @@ def schedule(data: Detail) -> str:
     body = (
         f"<h1>{esc(s.job_name)} {_state(s)}</h1>"
         '<dl class="facts">'
-        f"<dt>schedule</dt><dd>{esc(s.description)} <code>{esc(s.expression)}</code> "
+        f"<dt>schedule</dt><dd>{esc(s.description)} {_expression(s)} "
         f"in {esc(s.time_zone)}{_problem(s)}</dd>"
         f"<dt>declared by</dt><dd>{esc(s.source)}{' (' + esc(s.owner) + ')' if s.owner else ''}"
         "</dd>"
@@ -187,13 +187,21 @@ def _overview_row(s: Summary, now: datetime) -> str:
         f'<tr data-job="{esc(s.job_name)}">'
         f'<td><a href="{esc(schedule_href(s.job_name))}">{esc(s.job_name)}</a></td>'
         f"<td>{_state(s)}</td>"
-        f"<td>{esc(s.description)}<br><span class=\"muted small\"><code>{esc(s.expression)}"
-        f"</code> {esc(s.time_zone)}</span>{_problem(s)}</td>"
+        f"<td>{esc(s.description)}<br><span class=\"muted small\">{_expression(s)} "
+        f"{esc(s.time_zone)}</span>{_problem(s)}</td>"
         f"<td>{_strip(s.strip)}</td>"
         f"<td>{_ago(s.last_success, now, zone)}</td>"
         f"<td>{nxt}</td>"
         f'<td class="num">{s.live_agents}</td></tr>'
     )
+
+
+def _expression(s: Summary) -> str:
+    """The expression as written, and as it runs when hashed fields (H) were written out."""
+    written = f"<code>{esc(s.expression)}</code>"
+    if s.resolved == s.expression:
+        return written
+    return f'{written} = <code data-resolved="{esc(s.resolved)}">{esc(s.resolved)}</code>'
 
 
 def _strip(items: Sequence[Occurrence]) -> str:
