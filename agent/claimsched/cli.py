@@ -17,11 +17,13 @@ from zoneinfo import ZoneInfo
 
 from . import logs, tables, web
 from .agent import Agent
-from .db import Store, redact_dsn
+from .db import Store, Views, redact_dsn
 from .errors import ClaimschedError, ConfigurationError, InvalidSpec, UnknownJob
 from .settings import AgentSettings
 from .specs import load_claimschedules
 from .version import __version__
+from .web.model import summary
+from .web.verdict import LATE_AFTER_SECONDS, judge
 
 MAX_BACKFILL = 10_000
 
@@ -282,6 +284,22 @@ def _tick() -> Any:
     return timedelta(microseconds=1)
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    """Exit 0 when the job's last due occurrence is healthy, 2 when not (1: could not tell)."""
+    store = _store(args)
+    try:
+        found = summary(Views(store), args.job)  # the web view's reading of occurrences
+    finally:
+        store.close()
+    if found is None:
+        raise UnknownJob(f"no schedule for job {args.job!r}")
+    if found.problem is not None:
+        raise ClaimschedError(f"job {args.job}: {found.problem}")
+    health = judge(found, found.window.now, args.late_after)
+    print(json.dumps(health.json()) if args.json else health.line())
+    return 0 if health.healthy else 2
+
+
 def cmd_web(args: argparse.Namespace) -> int:
     logs.configure("INFO")
     return web.serve(_dsn(args), args.schema, args.bind)
@@ -349,6 +367,13 @@ def parser() -> argparse.ArgumentParser:
         "--status", choices=["pending", "running", "done", "failed", "orphaned", "skipped"]
     )
     runs.add_argument("--limit", type=int, default=50)
+    status = add("status", cmd_status, "did JOB's last due occurrence happen? One line; exit 0 "
+                 "if healthy (done, running, skipped, due, suspended), 2 if not (failed, missed, "
+                 "late, disabled): a health check")
+    status.add_argument("job")
+    status.add_argument("--late-after", type=int, default=LATE_AFTER_SECONDS, metavar="SECONDS",
+                        help="an occurrence with no run started this long after its fire time "
+                        f"is late (default {LATE_AFTER_SECONDS})")
     add("agents", cmd_agents, "list agents and whether they are alive")
     add("trigger", cmd_trigger, "queue one manual run of JOB now").add_argument("job")
     backfill = add("backfill", cmd_backfill, "queue the occurrences of JOB between FROM and TO")

@@ -106,6 +106,7 @@ def test_the_overview_counts_are_the_database_runs_of_its_window(web: Web, dsn: 
     nightly = jobs["nightly"]["recent"]["counts"]
     assert nightly["missed"] >= 3 and nightly["done"] == 5 and nightly["reclaimed"] == 1
     assert jobs["paused"]["state"] == "suspended" and jobs["paused"]["next_fire"] is None
+    assert (jobs["paused"]["verdict"], jobs["fast"]["verdict"]) == ("suspended", "running")
     assert jobs["nightly"]["description"] == "At 02:00, every day"
     assert jobs["nightly"]["next_fire"]["local"][11:16] == "02:00"
     assert jobs["nightly"]["live_agents"] == 1 and jobs["paused"]["live_agents"] == 0

@@ -8,6 +8,7 @@ from typing import Any
 
 from .model import Agent, Detail, Overview, RunDetail, Summary
 from .occurrences import Fire, Occurrence, Run, counts
+from .verdict import judge
 
 
 def overview(data: Overview) -> dict[str, Any]:
@@ -84,6 +85,7 @@ def _summary(s: Summary) -> dict[str, Any]:
         "last_success": _utc(s.last_success),
         "next_fire": _fire(s.next_fire) if s.next_fire else None,
         "problem": s.problem,
+        "verdict": judge(s, s.window.now).verdict,
         "recent": {
             "counts": counts(s.strip),
             "occurrences": [_occurrence(o, full=False) for o in s.strip],

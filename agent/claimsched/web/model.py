@@ -108,16 +108,22 @@ def overview(views: Views) -> Overview:
     return Overview(now, [_summary(row) for row in rows])
 
 
-def detail(views: Views, job_name: str) -> Detail | None:
+def summary(views: Views, job_name: str) -> Summary | None:
+    """One schedule as the overview shows it (one statement), or None when there is none."""
     rows = views.schedules(job_name)
-    if not rows:
+    return _summary(rows[0]) if rows else None
+
+
+def detail(views: Views, job_name: str) -> Detail | None:
+    found = summary(views, job_name)
+    if found is None:
         return None
-    summary, now = _summary(rows[0]), rows[0]["db_now"]
+    now = found.window.now
     since = now - timedelta(days=TIMELINE_DAYS)
     runs = [_run(row) for row in views.schedule_runs(job_name, since, TIMELINE_LIMIT)]
-    timeline = occurrences(summary.schedule, runs, summary.window, TIMELINE_LIMIT, since)
-    fires = next_fires(summary.schedule, now, NEXT_FIRES) if summary.schedule else []
-    return Detail(summary, now, since, timeline, fires)
+    timeline = occurrences(found.schedule, runs, found.window, TIMELINE_LIMIT, since)
+    fires = next_fires(found.schedule, now, NEXT_FIRES) if found.schedule else []
+    return Detail(found, now, since, timeline, fires)
 
 
 def run_detail(views: Views, run_id: int) -> RunDetail | None:
