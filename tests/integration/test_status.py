@@ -11,8 +11,6 @@ from claimsched.cli import main
 
 from .support import sql
 
-HOURLY_SINCE = "date_trunc('hour', now()) - interval '3 hours' - interval '1 second'"
-
 
 def status(capsys: pytest.CaptureFixture[str], dsn: str, job: str, *more: str
            ) -> tuple[int, dict[str, object], str]:
@@ -28,7 +26,8 @@ def hourly(dsn: str, job: str, *statuses: str, enabled: bool = True) -> None:
     """An hourly job active for the last three hours, whose newest runs have these statuses
     (oldest first, ending at the newest fire time)."""
     sql(dsn, "INSERT INTO job_schedule (job_name, schedule, enabled, source, active_since) "
-             f"VALUES (%s, '0 * * * *', %s, 'cli', {HOURLY_SINCE})", [job, enabled])
+             "VALUES (%s, '0 * * * *', %s, 'cli', "
+             "        date_trunc('hour', now()) - interval '3 hours 1 second')", [job, enabled])
     for back, run_status in enumerate(reversed(statuses)):
         sql(dsn, "INSERT INTO job_runs (job_name, fire_time, status, attempt, started_at) "
                  "VALUES (%s, date_trunc('hour', now()) - make_interval(hours => %s), %s, 1, "

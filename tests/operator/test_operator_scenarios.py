@@ -98,7 +98,22 @@ def test_invalid_specs_missing_agents_triggers_restart_and_delete(
     patch(api, "lonely", {"spec": {"suspend": True}})
     wait_for(lambda: schedule_row(store, "lonely") == ("@every 1s", False, "default/lonely"),
              "the row to be suspended", log=operator.log)
-    patch(api, "lonely", {"spec": {"suspend": False, "schedule": "@every 2s"}})
+    patch(api, "lonely", {"spec": {"suspendUntil": "2099-01-01T00:00:00Z",
+                                   "suspendReason": "quarter close"}})
+    wait_for(lambda: (c := condition(api, "lonely", "Ready")) and "2099" in c["message"],
+             "Ready to say until when", log=operator.log)
+    ready = condition(api, "lonely", "Ready")
+    assert ready is not None and ready["reason"] == "Suspended"
+    assert ready["message"] == ("job lonely is suspended until 2099-01-01T00:00:00Z: "
+                                "quarter close")
+    with store.connection() as conn:
+        assert conn.execute("SELECT enabled, suspend_until::text, suspend_reason FROM "
+                            "job_schedule WHERE job_name = 'lonely'").fetchone() == (
+            True, "2099-01-01 00:00:00+00", "quarter close")
+    wait_for(lambda: status(api, "lonely")["nextFireTime"] == "2099-01-01T00:00:01Z",
+             "the next fire after the suspension", log=operator.log)
+    patch(api, "lonely", {"spec": {"suspend": False, "schedule": "@every 2s",
+                                   "suspendUntil": None, "suspendReason": None}})
     wait_for(lambda: schedule_row(store, "lonely") == ("@every 2s", True, "default/lonely"),
              "the row to follow the spec", log=operator.log)
     delete(api, "lonely")

@@ -10,30 +10,33 @@ WITH before AS (
 ), written AS (
     INSERT INTO job_schedule AS s (job_name, schedule, time_zone, enabled, lease_seconds,
             heartbeat_seconds, max_attempts, retry_on_failure, concurrency_policy,
-            catch_up_window_seconds, catch_up_policy, max_runtime_seconds, source, owner)
+            catch_up_window_seconds, catch_up_policy, max_runtime_seconds, source, owner,
+            suspend_reason, suspend_until)
     VALUES (%(job_name)s, %(schedule)s, %(time_zone)s, %(enabled)s, %(lease_seconds)s,
             %(heartbeat_seconds)s, %(max_attempts)s, %(retry_on_failure)s,
             %(concurrency_policy)s, %(catch_up_window_seconds)s, %(catch_up_policy)s,
-            %(max_runtime_seconds)s, 'operator', %(owner)s)
+            %(max_runtime_seconds)s, 'operator', %(owner)s, %(suspend_reason)s,
+            %(suspend_until)s)
     ON CONFLICT (job_name) DO UPDATE
     SET (schedule, time_zone, enabled, lease_seconds, heartbeat_seconds, max_attempts,
          retry_on_failure, concurrency_policy, catch_up_window_seconds, catch_up_policy,
-         max_runtime_seconds, source, owner)
+         max_runtime_seconds, source, owner, suspend_reason, suspend_until)
       = (EXCLUDED.schedule, EXCLUDED.time_zone, EXCLUDED.enabled, EXCLUDED.lease_seconds,
          EXCLUDED.heartbeat_seconds, EXCLUDED.max_attempts, EXCLUDED.retry_on_failure,
          EXCLUDED.concurrency_policy, EXCLUDED.catch_up_window_seconds,
-         EXCLUDED.catch_up_policy, EXCLUDED.max_runtime_seconds, 'operator', EXCLUDED.owner)
+         EXCLUDED.catch_up_policy, EXCLUDED.max_runtime_seconds, 'operator', EXCLUDED.owner,
+         EXCLUDED.suspend_reason, EXCLUDED.suspend_until)
     WHERE (s.owner IS NULL OR s.owner = EXCLUDED.owner)
       AND ROW(s.schedule, s.time_zone, s.enabled, s.lease_seconds, s.heartbeat_seconds,
               s.max_attempts, s.retry_on_failure, s.concurrency_policy,
               s.catch_up_window_seconds, s.catch_up_policy, s.max_runtime_seconds, s.source,
-              s.owner)
+              s.owner, s.suspend_reason, s.suspend_until)
           IS DISTINCT FROM
           ROW(EXCLUDED.schedule, EXCLUDED.time_zone, EXCLUDED.enabled, EXCLUDED.lease_seconds,
               EXCLUDED.heartbeat_seconds, EXCLUDED.max_attempts, EXCLUDED.retry_on_failure,
               EXCLUDED.concurrency_policy, EXCLUDED.catch_up_window_seconds,
               EXCLUDED.catch_up_policy, EXCLUDED.max_runtime_seconds, 'operator',
-              EXCLUDED.owner)
+              EXCLUDED.owner, EXCLUDED.suspend_reason, EXCLUDED.suspend_until)
     RETURNING (xmax = 0) AS created
 )
 SELECT (SELECT owner FROM before) AS owner,
@@ -54,10 +57,10 @@ RETURNING job_name
 -- Occurrences at or before active_since never run; a disabled row stops counting at its
 -- last change; occurrences younger than catch-up window + lease may still be claimed.
 WITH jobs AS (
-    SELECT s.job_name, s.enabled, s.active_since,
-           greatest(s.active_since, now() - interval '24 hours') AS day_start,
-           greatest(s.active_since, now() - make_interval(days => %(retention_days)s))
-               AS history_start,
+    SELECT s.job_name, s.enabled, s.active_since, s.suspend_until,
+           greatest(s.active_since, s.suspend_until, now() - interval '24 hours') AS day_start,
+           greatest(s.active_since, s.suspend_until,
+                    now() - make_interval(days => %(retention_days)s)) AS history_start,
            CASE WHEN s.enabled
                 THEN now() - make_interval(secs => s.catch_up_window_seconds + s.lease_seconds)
                 ELSE least(s.updated_at,
@@ -88,7 +91,7 @@ WITH jobs AS (
        OR r.status IN ('running', 'orphaned')
     GROUP BY j.job_name
 )
-SELECT j.job_name, j.enabled, j.active_since, j.day_start, j.history_start, j.settled_end,
+SELECT j.job_name, j.enabled, j.active_since, j.suspend_until, j.day_start, j.history_start, j.settled_end,
        coalesce(c.active_runs, 0) AS active_runs,
        coalesce(c.orphaned_current, 0) AS orphaned_current,
        coalesce(c.orphaned_day, 0) AS orphaned_day,

@@ -21,21 +21,29 @@ SELECT to_regclass('schema_version') IS NOT NULL AS present
 -- Every schedule, with a fingerprint of the table so agents can tell when to re-read it.
 SELECT job_name, schedule, time_zone, enabled, lease_seconds, heartbeat_seconds, max_attempts,
        retry_on_failure, concurrency_policy, catch_up_window_seconds, catch_up_policy,
-       max_runtime_seconds, source, owner, active_since, updated_at
+       max_runtime_seconds, source, owner, suspend_reason, suspend_until, active_since,
+       updated_at
 FROM job_schedule
 ORDER BY job_name
 
 -- name: upsert_schedule
--- Create or replace a schedule. Code declarations never overwrite another source's row.
+-- Create or replace a schedule. Code declarations never overwrite another source's row, nor
+-- the suspension of their own row (`claimsched suspend` / `resume` set that).
 INSERT INTO job_schedule AS s (job_name, schedule, time_zone, enabled, lease_seconds,
         heartbeat_seconds, max_attempts, retry_on_failure, concurrency_policy,
-        catch_up_window_seconds, catch_up_policy, max_runtime_seconds, source, owner)
+        catch_up_window_seconds, catch_up_policy, max_runtime_seconds, source, owner,
+        suspend_reason, suspend_until)
 VALUES (%(job_name)s, %(schedule)s, %(time_zone)s, %(enabled)s, %(lease_seconds)s,
         %(heartbeat_seconds)s, %(max_attempts)s, %(retry_on_failure)s, %(concurrency_policy)s,
         %(catch_up_window_seconds)s, %(catch_up_policy)s, %(max_runtime_seconds)s, %(source)s,
-        %(owner)s)
+        %(owner)s, %(suspend_reason)s, %(suspend_until)s)
 ON CONFLICT (job_name) DO UPDATE SET
-    schedule = EXCLUDED.schedule, time_zone = EXCLUDED.time_zone, enabled = EXCLUDED.enabled,
+    schedule = EXCLUDED.schedule, time_zone = EXCLUDED.time_zone,
+    enabled = CASE WHEN EXCLUDED.source = 'code' THEN s.enabled ELSE EXCLUDED.enabled END,
+    suspend_reason = CASE WHEN EXCLUDED.source = 'code' THEN s.suspend_reason
+                          ELSE EXCLUDED.suspend_reason END,
+    suspend_until = CASE WHEN EXCLUDED.source = 'code' THEN s.suspend_until
+                         ELSE EXCLUDED.suspend_until END,
     lease_seconds = EXCLUDED.lease_seconds, heartbeat_seconds = EXCLUDED.heartbeat_seconds,
     max_attempts = EXCLUDED.max_attempts, retry_on_failure = EXCLUDED.retry_on_failure,
     concurrency_policy = EXCLUDED.concurrency_policy,
@@ -43,15 +51,40 @@ ON CONFLICT (job_name) DO UPDATE SET
     catch_up_policy = EXCLUDED.catch_up_policy, max_runtime_seconds = EXCLUDED.max_runtime_seconds,
     source = EXCLUDED.source, owner = EXCLUDED.owner
 WHERE (EXCLUDED.source <> 'code' OR s.source = 'code')
-  AND (s.schedule, s.time_zone, s.enabled, s.lease_seconds, s.heartbeat_seconds, s.max_attempts,
+  AND (s.schedule, s.time_zone, s.lease_seconds, s.heartbeat_seconds, s.max_attempts,
        s.retry_on_failure, s.concurrency_policy, s.catch_up_window_seconds, s.catch_up_policy,
        s.max_runtime_seconds, s.source, s.owner)
       IS DISTINCT FROM
-      (EXCLUDED.schedule, EXCLUDED.time_zone, EXCLUDED.enabled, EXCLUDED.lease_seconds,
+      (EXCLUDED.schedule, EXCLUDED.time_zone, EXCLUDED.lease_seconds,
        EXCLUDED.heartbeat_seconds, EXCLUDED.max_attempts, EXCLUDED.retry_on_failure,
        EXCLUDED.concurrency_policy, EXCLUDED.catch_up_window_seconds, EXCLUDED.catch_up_policy,
        EXCLUDED.max_runtime_seconds, EXCLUDED.source, EXCLUDED.owner)
+   OR (EXCLUDED.source <> 'code'
+       AND (s.enabled, s.suspend_reason, s.suspend_until)
+           IS DISTINCT FROM (EXCLUDED.enabled, EXCLUDED.suspend_reason, EXCLUDED.suspend_until))
 RETURNING job_name, (xmax = 0) AS created
+
+-- name: suspend_schedule
+-- Suspend a schedule (`claimsched suspend`): until %(until)s when given (it then resumes by
+-- itself; the row stays enabled and the claim skips what falls before it), else until resumed.
+-- A row a ClaimSchedule owns is left alone: its spec decides. Returns the row as it is now.
+UPDATE job_schedule
+SET enabled = %(until)s::timestamptz IS NOT NULL, suspend_until = %(until)s,
+    suspend_reason = %(reason)s
+WHERE job_name = %(job_name)s AND (source <> 'operator' OR owner IS NULL)
+RETURNING job_name, enabled, suspend_until, suspend_reason, updated_at
+
+-- name: resume_schedule
+-- Resume a suspended schedule (`claimsched resume`) from now on: nothing that fell while it
+-- was suspended runs (the trigger moves active_since). A ClaimSchedule's row is left alone.
+UPDATE job_schedule
+SET enabled = true, suspend_until = NULL, suspend_reason = NULL
+WHERE job_name = %(job_name)s AND (source <> 'operator' OR owner IS NULL)
+RETURNING job_name, enabled, suspend_until, suspend_reason, updated_at
+
+-- name: schedule_owner
+-- Who declared a job's schedule, to say why it was left alone; no row: no schedule.
+SELECT source, owner FROM job_schedule WHERE job_name = %(job_name)s
 
 -- name: disable_schedule
 -- Suspend a schedule for good (the operator's delete): history stays.
@@ -72,7 +105,8 @@ WITH cand AS (
            s.lease_seconds, s.heartbeat_seconds, s.max_attempts, s.retry_on_failure,
            s.concurrency_policy,
            CASE
-               WHEN s.job_name IS NULL OR NOT s.enabled OR c.fire_time <= s.active_since
+               WHEN s.job_name IS NULL OR NOT s.enabled
+                    OR c.fire_time <= greatest(s.active_since, s.suspend_until)
                    THEN 'inactive'
                WHEN c.fire_time > now() THEN 'not_due'
                WHEN EXISTS (SELECT 1 FROM job_runs r

@@ -79,6 +79,8 @@ def _summary(s: Summary) -> dict[str, Any]:
         "description": s.description,
         "time_zone": s.time_zone,
         "state": s.state,
+        "suspend_reason": s.suspend_reason,
+        "suspend_until": _utc(s.suspend_until),
         "source": s.source,
         "owner": s.owner,
         "live_agents": s.live_agents,

@@ -64,7 +64,10 @@ def schedule(data: Detail) -> str:
     newest = list(reversed(data.timeline))[:TABLE_ROWS]
     suspended = (
         f'<p class="muted">This schedule is {esc(s.state)}: it fires at these times only once '
-        "it is enabled again.</p>" if s.state != "enabled" else "")
+        "it is enabled again.</p>" if s.state != "enabled" and not s.suspend_until else
+        '<p class="muted">This schedule resumes by itself at '
+        f"{_both(s.suspend_until, zone)}; what falls before never runs.</p>"
+        if s.state == "suspended" and s.suspend_until else "")
     body = (
         f"<h1>{esc(s.job_name)} {_state(s)}</h1>"
         '<dl class="facts">'
@@ -300,7 +303,12 @@ def _occurrence_table(items: Sequence[Occurrence], zone: ZoneInfo) -> str:
 def _state(s: Summary) -> str:
     if s.problem:
         return '<span class="state invalid">invalid</span>'
-    return f'<span class="state {esc(s.state)}" data-field="state">{esc(s.state)}</span>'
+    badge = f'<span class="state {esc(s.state)}" data-field="state">{esc(s.state)}</span>'
+    if s.state != "suspended" or not (s.suspend_until or s.suspend_reason):
+        return badge
+    until = f" until {_utc(s.suspend_until)}" if s.suspend_until else ""
+    reason = f": {esc(s.suspend_reason)}" if s.suspend_reason else ""
+    return f'{badge}<br><span class="muted small" data-field="suspension">{until}{reason}</span>'
 
 
 def _problem(s: Summary) -> str:

@@ -37,6 +37,8 @@ class Health:
     last_success: datetime | None
     next_fire: datetime | None
     now: datetime
+    suspend_until: datetime | None = None
+    suspend_reason: str | None = None
 
     @property
     def healthy(self) -> bool:
@@ -45,6 +47,9 @@ class Health:
     def line(self) -> str:
         """One line for people: ``JOB VERDICT: what happened; last success; next``."""
         parts = [f"{self.job_name} {self.verdict}"]
+        if self.verdict == "suspended":
+            until = f"until {_utc(self.suspend_until)}" if self.suspend_until else "until resumed"
+            parts[0] += f" {until}" + (f" ({self.suspend_reason})" if self.suspend_reason else "")
         o = self.occurrence
         if o is not None:
             what = f"occurrence {_utc(o.fire_time)}"
@@ -73,6 +78,8 @@ class Health:
                 "id": run.id, "status": run.status, "attempt": run.attempt, "kind": run.kind},
             "last_success": _utc(self.last_success),
             "next_fire": _utc(self.next_fire),
+            "suspend_until": _utc(self.suspend_until),
+            "suspend_reason": self.suspend_reason,
             "now": _utc(self.now),
         }
 
@@ -92,7 +99,8 @@ def judge(summary: Summary, now: datetime, late_after: int = LATE_AFTER_SECONDS)
     else:  # due, or waiting for an owner
         verdict = "late" if now - last.fire_time > timedelta(seconds=late_after) else "due"
     next_fire = summary.next_fire.at if summary.next_fire is not None else None
-    return Health(summary.job_name, verdict, last, summary.last_success, next_fire, now)
+    return Health(summary.job_name, verdict, last, summary.last_success, next_fire, now,
+                  summary.suspend_until, summary.suspend_reason)
 
 
 def _last_due(strip: list[Occurrence], now: datetime) -> Occurrence | None:
