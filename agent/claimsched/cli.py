@@ -286,6 +286,12 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         raise InvalidSpec("backfill: TO must be after FROM")
     store = _store(args)
     try:
+        now = store.db_now()
+        if end > now:
+            raise InvalidSpec(
+                f"backfill: TO ({_iso(end)}) is in the future (database clock {_iso(now)}); "
+                "occurrences still to come run at their time"
+            )
         records = {r.job_name: r for r in store.load_schedules()}
         if args.job not in records:
             raise UnknownJob(f"no schedule for job {args.job!r}")

@@ -154,6 +154,12 @@ class ScheduleRecord(JobSpec):
 
 
 _SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(JobSpec))
+#: The job_schedule columns a spec writes (every field but the key), in one order: the SQL's
+#: column lists are made from it (claimsched.db.queries).
+SPEC_COLUMNS = tuple(f.name for f in dataclasses.fields(JobSpec) if f.name != "job_name")
+#: The columns of a suspension: set by `claimsched suspend` / `resume` on a code declaration's
+#: row, which a code declaration (the app restarting) never changes back.
+SUSPENSION_COLUMNS = ("enabled", "suspend_reason", "suspend_until")
 _OPTIONAL = frozenset(f.name for f in dataclasses.fields(JobSpec) if f.default is None)
 _REQUIRED = ("job_name", "schedule")
 

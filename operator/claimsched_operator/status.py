@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from claimsched.db import OwnedSchedules
+from claimsched.db import OwnedSchedules, redact_text
 from claimsched.schedules import Schedule
 
 from .models import FailedRuns, LastRun, MissedRuns, ObservedStatus, OrphanedRuns, rfc3339
@@ -180,7 +180,7 @@ def observe(
             claimed_by=(row["last_claimed_by"] or None) and row["last_claimed_by"][:253],
             started_at=_time(row["last_started_at"]),
             finished_at=_time(row["last_finished_at"]),
-            error=(row["last_error"] or None) and row["last_error"][:4096],
+            error=redact_text(row["last_error"])[:4096] if row["last_error"] else None,
         )
     status = ObservedStatus(
         next_fire_time=upcoming[0] if upcoming else None,

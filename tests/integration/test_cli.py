@@ -164,6 +164,22 @@ def test_backfill_queues_the_occurrences_of_a_range_once(
     ]
 
 
+def test_backfill_refuses_a_range_that_ends_in_the_future_and_queues_nothing(
+    dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The future is not backfilled: its occurrences run at their time (the 05:00 occurrence
+    must not run at 04:06). "Now" is the database's clock."""
+    _apply(tmp_path, GOOD, dsn, capsys)
+    sql(dsn, "UPDATE job_schedule SET active_since = now() - interval '1 day'")
+    start = sql(dsn, "SELECT to_char(now() - interval '1 hour', 'YYYY-MM-DD\"T\"HH24:MI:SSOF')")
+    end = sql(dsn, "SELECT to_char(now() + interval '1 hour', 'YYYY-MM-DD\"T\"HH24:MI:SSOF')")
+    code, out, err = run(capsys, "backfill", "sync", start[0][0], end[0][0], "--dsn", dsn)
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "backfill: TO" in err and "is in the future" in err
+    assert sql(dsn, "SELECT count(*) FROM job_runs") == [(0,)]
+
+
 def test_migrate_and_maintain_report_what_they_did(
     empty_dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, LiteralString
@@ -13,11 +14,13 @@ from psycopg import errors as pgerrors
 
 from ..errors import (
     AuthenticationFailed,
+    ConfigurationError,
     DatabaseConflict,
     DatabaseError,
     DatabaseUnavailable,
     InvalidSpec,
 )
+from ..settings import schema_name
 
 #: Connection options whose values are secrets (libpq's own names).
 SECRET_OPTIONS = frozenset({"password", "sslpassword"})
@@ -36,6 +39,25 @@ def redact_dsn(dsn: str) -> str:
     return conninfo.make_conninfo(
         "", **{k: "***" if k in SECRET_OPTIONS else v for k, v in options.items()}
     )
+
+
+_IN_TEXT = (
+    # postgresql://user:secret@host: the user info's password
+    (re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)[^@\s]*@", re.IGNORECASE), r"\1***@"),
+    # ?password=secret&... in a URI's query
+    (re.compile(r"([?&](?:ssl)?password=)[^&\s]*", re.IGNORECASE), r"\1***"),
+    # password=secret, password = 'quoted \' secret' in key=value form
+    (re.compile(r"\b((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S+)", re.IGNORECASE),
+     r"\1***"),
+)
+
+
+def redact_text(text: str) -> str:
+    """Free text (an error message, a log line) with every DSN secret in it replaced: URI user
+    info, password query parameters and password= options, quoted or not."""
+    for pattern, replacement in _IN_TEXT:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def compose(template: LiteralString, *names: str, **literals: str) -> sql.Composed:
@@ -84,6 +106,19 @@ def translated() -> Iterator[None]:
         raise translate(exc) from exc
 
 
+def checked_schema(schema: str) -> str:
+    """The schema name, or ConfigurationError saying why Postgres cannot hold it."""
+    try:
+        return schema_name(schema)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+def search_path(conn: psycopg.Connection[Any], schema: str) -> str:
+    """claimsched's schema first, quoted: `MySchema` stays "MySchema" (not myschema)."""
+    return sql.SQL("{}, public").format(sql.Identifier(schema)).as_string(conn)
+
+
 def connect(
     dsn: str, schema: str, *, autocommit: bool = True, timeout: float = 5.0
 ) -> psycopg.Connection[Any]:
@@ -99,7 +134,7 @@ def _configure_session(conn: psycopg.Connection[Any], schema: str) -> None:
     than running it, 80 ms of the operator's status refresh)."""
     conn.execute(
         "SELECT set_config('search_path', %s, false), set_config('jit', 'off', false)",
-        [f"{schema}, public"],
+        [search_path(conn, schema)],
     )
     if not conn.autocommit:
         conn.commit()

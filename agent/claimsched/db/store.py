@@ -19,7 +19,7 @@ from ..health import retry_conflicts
 from ..records import Candidate, ClaimResult, Completion, Housekeeping, Lease
 from ..specs import JobSpec, ScheduleRecord
 from . import migrations
-from .connection import connect, make_pool, redact_dsn, translated
+from .connection import checked_schema, connect, make_pool, redact_dsn, translated
 from .listener import Listener
 from .queries import query
 from .receipts import Receipts
@@ -44,6 +44,19 @@ def _lease(row: dict[str, Any]) -> Lease:
                                heartbeat_seconds=float(lease.heartbeat_seconds))
 
 
+def claim_params(agent_id: str, candidates: Sequence[Candidate], capacity: int) -> dict[str, Any]:
+    """The parameters of the `claim` query: the candidates as parallel arrays."""
+    return {
+        "agent_id": agent_id,
+        "capacity": capacity,
+        "jobs": [c.job_name for c in candidates],
+        "fire_times": [c.fire_time for c in candidates],
+        "wants": [c.want for c in candidates],
+        "reasons": [c.reason for c in candidates],
+        "latest": [c.latest for c in candidates],
+    }
+
+
 class Store:
     """A pool of connections to one claimsched schema, and the statements claimsched sends."""
 
@@ -58,7 +71,7 @@ class Store:
     ) -> None:
         if pool is None and not dsn:
             raise ValueError("a Store needs a dsn or a pool")
-        self.schema = schema
+        self.schema = checked_schema(schema)
         self.dsn: str = dsn or str(pool.conninfo)  # type: ignore[union-attr]
         self._own_pool = pool is None
         self.pool = pool or make_pool(self.dsn, schema, max_size, name)
@@ -189,15 +202,7 @@ class Store:
 
         None when `proceed()` said no once a connection was at hand (the agent began to stop
         while it waited for the database): nothing was claimed."""
-        params = {
-            "agent_id": agent_id,
-            "capacity": capacity,
-            "jobs": [c.job_name for c in candidates],
-            "fire_times": [c.fire_time for c in candidates],
-            "wants": [c.want for c in candidates],
-            "reasons": [c.reason for c in candidates],
-            "latest": [c.latest for c in candidates],
-        }
+        params = claim_params(agent_id, candidates, capacity)
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             if not proceed():
                 return None

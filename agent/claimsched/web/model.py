@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from ..db import Views, redact_dsn
+from ..db import Views, redact_text
 from ..db.views import RECENT_RUNS
 from ..errors import InvalidSchedule, UnknownTimeZone
 from ..schedules import Schedule, parse_schedule
@@ -223,5 +223,5 @@ def _run(row: dict[str, Any]) -> Run:
         claimed_by=row["claimed_by"],
         started_at=row["started_at"],
         finished_at=row["finished_at"],
-        error=redact_dsn(error) if error else None,
+        error=redact_text(error) if error else None,
     )
