@@ -152,7 +152,9 @@ def observe(
     returned as it is: nothing is built or validated again."""
     now: datetime = row["db_now"]
     job: str = row["job_name"]
-    upcoming = counter.upcoming(job, schedule, now) if row["enabled"] else []
+    resumes = row["suspend_until"]
+    upcoming = counter.upcoming(job, schedule, max(now, resumes) if resumes else now) \
+        if row["enabled"] else []
     end: datetime = row["settled_end"]
     expected_day = counter.count(job, "day", schedule, row["day_start"], end)
     expected_all = counter.count(job, "all", schedule, row["history_start"], end)
@@ -201,7 +203,8 @@ def observe(
 
 # The columns of the aggregate row that a status is built from (besides the counts).
 _STATUS_COLUMNS = (
-    "enabled", "active_runs", "orphaned_current", "orphaned_day", "failed_day", "exhausted_day",
+    "enabled", "suspend_until", "active_runs", "orphaned_current", "orphaned_day", "failed_day",
+    "exhausted_day",
     "last_fire_time", "last_status", "last_attempt", "last_claimed_by", "last_started_at",
     "last_finished_at", "last_error", "last_successful_time", "live_agents",
 )

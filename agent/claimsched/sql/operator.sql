@@ -35,10 +35,10 @@ RETURNING job_name
 -- An occurrence happened when a scheduled or backfilled run holds its fire time (one row per
 -- fire time); a manual run is at the instant of its trigger, which is no occurrence.
 WITH jobs AS (
-    SELECT s.job_name, s.enabled, s.active_since,
-           greatest(s.active_since, now() - interval '24 hours') AS day_start,
-           greatest(s.active_since, now() - make_interval(days => %(retention_days)s))
-               AS history_start,
+    SELECT s.job_name, s.enabled, s.active_since, s.suspend_until,
+           greatest(s.active_since, s.suspend_until, now() - interval '24 hours') AS day_start,
+           greatest(s.active_since, s.suspend_until,
+                    now() - make_interval(days => %(retention_days)s)) AS history_start,
            CASE WHEN s.enabled
                 THEN now() - make_interval(secs => s.catch_up_window_seconds + s.lease_seconds)
                 ELSE least(s.updated_at,
@@ -69,7 +69,8 @@ WITH jobs AS (
        OR r.status IN ('running', 'orphaned')
     GROUP BY j.job_name
 )
-SELECT j.job_name, j.enabled, j.active_since, j.day_start, j.history_start, j.settled_end,
+SELECT j.job_name, j.enabled, j.active_since, j.suspend_until, j.day_start, j.history_start,
+       j.settled_end,
        coalesce(c.active_runs, 0) AS active_runs,
        coalesce(c.orphaned_current, 0) AS orphaned_current,
        coalesce(c.orphaned_day, 0) AS orphaned_day,
