@@ -376,6 +376,9 @@ class Agent:
             if result.lease is not None:
                 self._start(result.lease, "claimed")
         blocked = self.planner.learn(results)
+        if "stale" in blocked:
+            self._dirty = True  # the schedule changed since we read it: read it, plan again
+            return 0.0
         if "not_due" in blocked:
             return NOT_DUE_WAIT  # our clock estimate ran ahead; the offset is corrected now
         progressed = any(result.outcome in SETTLED for result in results)

@@ -91,7 +91,7 @@ class Planner:
         # The window bounds how far back missed occurrences are caught up; an occurrence that is
         # only a little late (inside the misfire grace) is on time, even with a window of 0.
         horizon = now - max(timedelta(seconds=record.catch_up_window_seconds), self.misfire_grace)
-        lower = max(self.cursors.get(record.job_name, horizon), horizon, record.active_since)
+        lower = max(self.cursors.get(record.job_name, horizon), horizon, record.active_from)
         due = schedule.between(lower, now, limit=MAX_PER_PASS + 1)
         if not due:
             # Nothing in (lower, now]: nothing is due before the next occurrence after `lower`.
@@ -110,20 +110,26 @@ class Planner:
         self, record: ScheduleRecord, due: list[datetime], latest: datetime, now: datetime
     ) -> list[Candidate]:
         """`due` ascending (at most one pass's worth); `latest` is the newest due occurrence."""
-        name = record.job_name
+        since = record.active_since  # the schedule version these fire times come from
+
+        def run(t: datetime, latest: bool = True) -> Candidate:
+            return Candidate(record.job_name, t, since, latest=latest)
+
+        def skip(t: datetime, reason: str, latest: bool = False) -> Candidate:
+            return Candidate(record.job_name, t, since, "skipped", reason, latest)
+
         older = [t for t in due if t != latest]
         newest = [latest] if due[-1] == latest else []
         if record.concurrency_policy == "Replace":
-            skipped = [Candidate(name, t, "skipped", SUPERSEDED, False) for t in older]
-            return skipped + [Candidate(name, t) for t in newest]
+            return [skip(t, SUPERSEDED) for t in older] + [run(t) for t in newest]
         if record.catch_up_policy == "All":
             # Forbid: the database lets only the oldest free one run and defers the others.
-            return [Candidate(name, t, latest=t == latest) for t in due]
+            return [run(t, latest=t == latest) for t in due]
         reason = MISSED_LATEST if record.catch_up_policy == "Latest" else MISSED_NONE
-        skipped = [Candidate(name, t, "skipped", reason, False) for t in older]
+        skipped = [skip(t, reason) for t in older]
         if record.catch_up_policy == "None" and now - latest > self.misfire_grace:
-            return skipped + [Candidate(name, t, "skipped", reason, True) for t in newest]
-        return skipped + [Candidate(name, t) for t in newest]
+            return skipped + [skip(t, reason, latest=True) for t in newest]
+        return skipped + [run(t) for t in newest]
 
     def learn(self, results: Iterable[ClaimResult]) -> set[str]:
         """Advance cursors over settled occurrences; returns the outcomes that blocked a job."""
@@ -147,7 +153,7 @@ class Planner:
                 continue
             nxt = self._quiet_until.get(name)
             if nxt is None or self._keys.get(name) != _key(record):
-                after = max(self.cursors.get(name, now), record.active_since)
+                after = max(self.cursors.get(name, now), record.active_from)
                 nxt = schedule.next_after(after)
             if nxt is not None:
                 upcoming.append(nxt)
@@ -156,4 +162,4 @@ class Planner:
 
 def _key(record: ScheduleRecord) -> tuple[str, str, datetime]:
     """What, when changed, makes a job start afresh."""
-    return (record.schedule, record.time_zone, record.active_since)
+    return (record.schedule, record.time_zone, record.active_from)

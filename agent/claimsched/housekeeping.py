@@ -17,6 +17,7 @@ from .health import DatabaseHealth
 from .logs import AgentLog
 from .records import Housekeeping
 from .version import __version__
+from .zones import tzdata_version
 
 
 def presence(period: float) -> dict[str, Any]:
@@ -27,6 +28,7 @@ def presence(period: float) -> dict[str, Any]:
         "namespace": os.environ.get("POD_NAMESPACE"),
         "version": __version__,
         "ttl_seconds": max(3, int(period * 3)),
+        "tzdata": tzdata_version(),
     }
 
 

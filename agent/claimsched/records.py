@@ -7,7 +7,9 @@ from datetime import datetime
 from typing import Literal
 
 Want = Literal["running", "skipped"]
-Outcome = Literal["claimed", "skipped", "taken", "no_capacity", "deferred", "not_due", "inactive"]
+Outcome = Literal[
+    "claimed", "skipped", "taken", "no_capacity", "deferred", "not_due", "inactive", "stale"
+]
 
 
 @dataclass(frozen=True)
@@ -16,6 +18,7 @@ class Candidate:
 
     job_name: str
     fire_time: datetime
+    since: datetime  # the schedule it was computed from: its active_since when read
     want: Want = "running"
     reason: str | None = None
     latest: bool = True

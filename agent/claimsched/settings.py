@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .errors import ConfigurationError
 
-SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+MAX_IDENTIFIER_BYTES = 63  # Postgres truncates longer names (NAMEDATALEN - 1)
 ENV_PREFIX = "CLAIMSCHED_"
 TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
@@ -44,9 +43,25 @@ class SecretStr:
         return hash(self._secret)
 
 
-def _schema_name(value: str) -> None:
-    if not SCHEMA_NAME.fullmatch(value):
-        raise ValueError(f"invalid schema name {value!r}: use lower-case letters, digits, _")
+def schema_name(value: str) -> str:
+    """`value` if Postgres can hold claimsched's tables in a schema of that exact name, else
+    ValueError saying why. Any other name is fine: it is always quoted (psycopg.sql.Identifier)
+    where it meets SQL, so `MySchema` means "MySchema", not myschema."""
+    if not value:
+        raise ValueError("invalid schema name '': it is empty")
+    if "\x00" in value:
+        raise ValueError(f"invalid schema name {value!r}: it contains a NUL byte")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError(f"invalid schema name {value!r}: it is not valid UTF-8") from None
+    if size > MAX_IDENTIFIER_BYTES:
+        raise ValueError(
+            f"invalid schema name {value!r}: longer than {MAX_IDENTIFIER_BYTES} bytes"
+        )
+    if value.startswith("pg_"):
+        raise ValueError(f"invalid schema name {value!r}: the prefix pg_ is reserved")
+    return value
 
 
 @dataclass(frozen=True)
@@ -60,7 +75,7 @@ class Setting:
     ge: float | None = None
     gt: float | None = None
     le: float | None = None
-    check: Callable[[Any], None] | None = None
+    check: Callable[[Any], object] | None = None  # raises ValueError for a bad value
 
     def convert(self, value: Any) -> Any:
         """The value as this setting's type (strings parsed), or ValueError saying why not."""
@@ -170,7 +185,7 @@ class AgentSettings:
             "claimsched",
             "Postgres schema holding claimsched's tables. Default: claimsched.",
             alias="CLAIMSCHED_SCHEMA",
-            check=_schema_name,
+            check=schema_name,
         ),
         "agent_id": Setting(
             str, None, "Unique id of this agent. Default: <hostname>-<pid>-<random>."

@@ -338,15 +338,18 @@ class ChaosRun:
 
     def _setup(self) -> None:
         store = Store(self.dsn)
-        store.migrate()
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            conn.execute(app_sql.LEDGER)
-            conn.execute(app_sql.AUDIT)
-        if self.cfg.lapse_partitions:
-            self._lapse()
-        for job in self.jobs:
-            fields = {k: job[k] for k in SCHEDULE_KEYS}
-            store.upsert_schedule(job_spec(job_name=job["name"], source="cli", **fields))
+        try:
+            store.migrate()
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                conn.execute(app_sql.LEDGER)
+                conn.execute(app_sql.AUDIT)
+            if self.cfg.lapse_partitions:
+                self._lapse()
+            for job in self.jobs:
+                fields = {k: job[k] for k in SCHEDULE_KEYS}
+                store.upsert_schedule(job_spec(job_name=job["name"], source="cli", **fields))
+        finally:
+            store.close()  # its pool's threads would outlive the run until a garbage collection
         self.active_since = {
             name: since
             for name, since in self.query(

@@ -8,7 +8,7 @@ import os
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from claimsched.settings import SCHEMA_NAME
+from claimsched.settings import schema_name
 
 PRIORITY_RANGE = 1_000_000
 # How long kopf waits to run a handler again after a database or Kubernetes API error, seconds.
@@ -125,9 +125,7 @@ class OperatorSettings(BaseSettings):
     @field_validator("schema_name")
     @classmethod
     def _schema_name(cls, value: str) -> str:
-        if not SCHEMA_NAME.match(value):
-            raise ValueError(f"invalid schema name {value!r}: use lower-case letters, digits, _")
-        return value
+        return schema_name(value)
 
     @property
     def namespace_list(self) -> list[str]:

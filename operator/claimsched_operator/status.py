@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from claimsched.db import OwnedSchedules
+from claimsched.db import OwnedSchedules, redact_text
 from claimsched.schedules import Schedule
 
 from .models import FailedRuns, LastRun, MissedRuns, ObservedStatus, OrphanedRuns, rfc3339
@@ -152,7 +152,9 @@ def observe(
     returned as it is: nothing is built or validated again."""
     now: datetime = row["db_now"]
     job: str = row["job_name"]
-    upcoming = counter.upcoming(job, schedule, now) if row["enabled"] else []
+    resumes = row["suspend_until"]
+    upcoming = counter.upcoming(job, schedule, max(now, resumes) if resumes else now) \
+        if row["enabled"] else []
     end: datetime = row["settled_end"]
     expected_day = counter.count(job, "day", schedule, row["day_start"], end)
     expected_all = counter.count(job, "all", schedule, row["history_start"], end)
@@ -178,7 +180,7 @@ def observe(
             claimed_by=(row["last_claimed_by"] or None) and row["last_claimed_by"][:253],
             started_at=_time(row["last_started_at"]),
             finished_at=_time(row["last_finished_at"]),
-            error=(row["last_error"] or None) and row["last_error"][:4096],
+            error=redact_text(row["last_error"])[:4096] if row["last_error"] else None,
         )
     status = ObservedStatus(
         next_fire_time=upcoming[0] if upcoming else None,
@@ -202,7 +204,8 @@ def observe(
 
 # The columns of the aggregate row that a status is built from (besides the counts).
 _STATUS_COLUMNS = (
-    "enabled", "active_runs", "orphaned_current", "orphaned_day", "failed_day", "exhausted_day",
+    "enabled", "suspend_until", "active_runs", "orphaned_current", "orphaned_day", "failed_day",
+    "exhausted_day",
     "last_fire_time", "last_status", "last_attempt", "last_claimed_by", "last_started_at",
     "last_finished_at", "last_error", "last_successful_time", "live_agents", "durability",
 )

@@ -31,10 +31,10 @@ from bench.chaos.storm import (
 )
 
 from claimsched.db import Store
-from claimsched.records import Candidate, Completion
+from claimsched.records import Completion
 from claimsched.specs import job_spec
 from tests.helpers.polling import wait_for
-from tests.integration.support import runs
+from tests.integration.support import due, runs
 
 CI_SEEDS = [int(s) for s in os.environ.get("CHAOS_SEEDS", "11,23,37,41,59").split(",")]
 
@@ -282,7 +282,7 @@ def test_replicas_claiming_the_same_occurrences_in_different_orders_do_not_deadl
 
     def claim(agent: str, order: list[str]) -> None:
         try:
-            _, results = store.claim(agent, [Candidate(j, fire) for j in order], 10)
+            _, results = store.claim(agent, [due(store, j, fire) for j in order], 10)
             outcomes[agent] = sorted(r.outcome for r in results)
         except Exception as exc:
             outcomes[agent] = repr(exc)

@@ -7,6 +7,9 @@ from typing import Any
 
 import psycopg
 
+from claimsched.db import Store
+from claimsched.records import Candidate
+
 
 def sql(dsn: str, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -29,3 +32,18 @@ def runs(dsn: str, job: str | None = None) -> list[dict[str, Any]]:
 
 def past(seconds: float) -> datetime:
     return datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=seconds)
+
+
+#: What an agent says of itself in housekeeping (claimsched.housekeeping.presence).
+PRESENCE = {"hostname": "h", "pod": None, "namespace": None, "version": "t", "ttl_seconds": 9,
+            "tzdata": "2025b"}
+
+
+def due(store: Store, job: str, fire_time: datetime, *args: Any, **fields: Any) -> Candidate:
+    """A claim candidate of `job` computed from its schedule as stored now (its active_since),
+    as an agent that has just read the schedule proposes it."""
+    with store.connection() as conn:
+        row = conn.execute("SELECT coalesce((SELECT active_since FROM job_schedule"
+                           " WHERE job_name = %s), now())", [job]).fetchone()
+    assert row is not None
+    return Candidate(job, fire_time, row[0], *args, **fields)

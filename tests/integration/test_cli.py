@@ -57,9 +57,28 @@ def test_apply_writes_every_claimschedule_and_schedules_lists_next_fire_times(
     assert "nightly-report unchanged" in out
 
 
+def test_schedules_shows_hashed_fields_resolved_for_the_job(
+    dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hashed = ("kind: ClaimSchedule\nmetadata: {name: daily_report}\n"
+              "spec: {schedule: 'H 2 * * *', timeZone: Europe/Berlin}")
+    code, _, err = _apply(tmp_path, hashed, dsn, capsys)
+    assert code == 0, err
+    code, out, _ = run(capsys, "schedules", "--dsn", dsn, "--json")
+    row, = json.loads(out)
+    assert (row["schedule"], row["resolved"]) == ("H 2 * * *", "44 2 * * *")
+    assert row["next_local"][11:16] == "02:44"
+    code, out, _ = run(capsys, "schedules", "--dsn", dsn)
+    assert "44 2 * * *" in out
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
+        (
+            "kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: 'H(30-10) * * * *'}",
+            "minute field 'H(30-10)' has a range that runs backwards",
+        ),
         (
             "kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '61 * * * *'}",
             "minute field '61'",
@@ -143,6 +162,22 @@ def test_backfill_queues_the_occurrences_of_a_range_once(
         ("03-30 00:00",),
         ("03-31 00:00",),
     ]
+
+
+def test_backfill_refuses_a_range_that_ends_in_the_future_and_queues_nothing(
+    dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The future is not backfilled: its occurrences run at their time (the 05:00 occurrence
+    must not run at 04:06). "Now" is the database's clock."""
+    _apply(tmp_path, GOOD, dsn, capsys)
+    sql(dsn, "UPDATE job_schedule SET active_since = now() - interval '1 day'")
+    start = sql(dsn, "SELECT to_char(now() - interval '1 hour', 'YYYY-MM-DD\"T\"HH24:MI:SSOF')")
+    end = sql(dsn, "SELECT to_char(now() + interval '1 hour', 'YYYY-MM-DD\"T\"HH24:MI:SSOF')")
+    code, out, err = run(capsys, "backfill", "sync", start[0][0], end[0][0], "--dsn", dsn)
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "backfill: TO" in err and "is in the future" in err
+    assert sql(dsn, "SELECT count(*) FROM job_runs") == [(0,)]
 
 
 def test_migrate_and_maintain_report_what_they_did(

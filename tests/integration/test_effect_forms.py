@@ -18,13 +18,11 @@ import pytest
 
 from claimsched.db import Store
 from claimsched.effects import Effects
-from claimsched.records import Candidate, Lease
+from claimsched.records import Lease
 from claimsched.runs import Run
 from claimsched.specs import job_spec
 
-from .support import past, sql
-
-PRESENCE = {"hostname": "h", "pod": None, "namespace": None, "version": "t", "ttl_seconds": 9}
+from .support import PRESENCE, due, past, sql
 
 # The handler body of each form. `crash()` is where the replica dies; `send(k)` is the external
 # call (idempotent by `k` when one is given); `write(conn)` the app's own database write.
@@ -83,7 +81,7 @@ def _claimed(store: Store) -> Lease:
     store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s", lease_seconds=30,
                                    heartbeat_seconds=10))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
-    _, results = store.claim("a", [Candidate("job", past(5))], 4)
+    _, results = store.claim("a", [due(store, "job", past(5))], 4)
     assert results[0].lease is not None
     return results[0].lease
 

@@ -8,19 +8,17 @@ import pytest
 from claimsched import DatabaseError, LeaseLost
 from claimsched.db import Store
 from claimsched.effects import Effects
-from claimsched.records import Candidate, Completion, Lease
+from claimsched.records import Completion, Lease
 from claimsched.specs import job_spec
 from tests.helpers.polling import wait_for
 
-from .support import past, runs, sql
-
-PRESENCE = {"hostname": "h", "pod": None, "namespace": None, "version": "t", "ttl_seconds": 9}
+from .support import PRESENCE, due, past, runs, sql
 
 
 def _claimed(store: Store, agent: str = "a", ago: float = 5, **fields: object) -> Lease:
     store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s", **fields))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
-    _, results = store.claim(agent, [Candidate("job", past(ago))], 4)
+    _, results = store.claim(agent, [due(store, "job", past(ago))], 4)
     assert results[0].lease is not None
     return results[0].lease
 
@@ -67,6 +65,59 @@ def test_a_paused_replica_cannot_complete_a_reclaimed_run(store: Store) -> None:
     assert store.complete("b", [Completion(taken, "done")]) == {taken.id: None}
     (row,) = runs(store.dsn)
     assert (row["status"], row["claimed_by"], row["attempt"]) == ("done", "b", 2)
+
+
+def _lease_ran_out(store: Store) -> None:
+    wait_for(
+        lambda: sql(store.dsn, "SELECT bool_and(lease_until < now()) FROM job_runs")[0][0],
+        timeout=10,
+        what="the lease to run out by the database clock",
+    )
+
+
+def test_a_finished_run_is_recorded_after_its_lease_ran_out_while_nobody_took_it(
+    store: Store,
+) -> None:
+    """An outage longer than the rest of the lease: the handler finished meanwhile. Owner and
+    attempt fence the completion; the lease does not have to be alive."""
+    lease = _claimed(store, lease_seconds=1, heartbeat_seconds=1)
+    _lease_ran_out(store)
+    assert store.complete("a", [Completion(lease, "done")]) == {lease.id: None}
+    (row,) = runs(store.dsn)
+    assert (row["status"], row["claimed_by"], row["attempt"]) == ("done", "a", 1)
+    assert store.reclaim("b", ["job"], 4) == []
+
+
+def test_a_finished_run_is_recorded_after_the_reaper_orphaned_it_but_before_a_reclaim(
+    store: Store,
+) -> None:
+    lease = _claimed(store, lease_seconds=1, heartbeat_seconds=1)
+    _lease_ran_out(store)
+    assert store.housekeeping("b", ["job"], PRESENCE).orphaned == 1
+    assert store.complete("a", [Completion(lease, "done")]) == {lease.id: None}
+    assert runs(store.dsn)[0]["status"] == "done"
+    assert store.reclaim("b", ["job"], 4) == []
+
+
+def test_a_late_completion_is_refused_once_another_agent_reclaimed_the_run(store: Store) -> None:
+    lease = _claimed(store, lease_seconds=1, heartbeat_seconds=1)
+    _lease_ran_out(store)
+    store.housekeeping("b", ["job"], PRESENCE)
+    (taken,) = store.reclaim("b", ["job"], 4)
+    assert store.complete("a", [Completion(lease, "done")]) == {}
+    (row,) = runs(store.dsn)
+    assert (row["status"], row["claimed_by"], row["attempt"]) == ("running", "b", 2)
+    assert store.complete("b", [Completion(taken, "done")]) == {taken.id: None}
+
+
+def test_a_run_failed_past_max_runtime_stays_failed_when_its_handler_finishes_late(
+    store: Store,
+) -> None:
+    lease = _claimed(store, max_runtime_seconds=1)
+    sql(store.dsn, "UPDATE job_runs SET started_at = now() - interval '5 seconds'")
+    assert store.housekeeping("b", ["job"], PRESENCE).overdue == 1
+    assert store.complete("a", [Completion(lease, "done")]) == {}
+    assert runs(store.dsn)[0]["status"] == "failed"
 
 
 def test_an_expired_lease_refuses_effects_even_before_the_reaper_runs(store: Store) -> None:
@@ -154,8 +205,20 @@ def test_released_runs_are_orphaned_at_once_for_another_replica(store: Store) ->
     assert taken.attempt == 2
 
 
-def test_trigger_and_backfill_requests_run_once(store: Store) -> None:
+def test_a_requested_occurrence_does_not_start_before_its_fire_time(store: Store) -> None:
     store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s"))
+    (soon,) = sql(store.dsn, "SELECT date_trunc('second', now()) + interval '3 seconds'")[0]
+    assert store.request_runs("job", [soon], "backfill") == [soon]
+    assert store.reclaim("a", ["job"], 4) == []
+    assert not store.housekeeping("a", ["job"], PRESENCE).claimable
+    (taken,) = wait_for(lambda: store.reclaim("a", ["job"], 4), timeout=10, what="the fire time")
+    assert taken.fire_time == soon and taken.started_at >= soon
+
+
+def test_trigger_and_backfill_requests_run_once(store: Store) -> None:
+    store.upsert_schedule(
+        job_spec(job_name="job", schedule="@every 1s", concurrency_policy="Allow")
+    )
     times = [past(30), past(20)]
     assert store.request_runs("job", times, "backfill") == times
     assert store.request_runs("job", times, "backfill") == []

@@ -78,6 +78,22 @@ def test_fifty_processes_migrating_at_once_migrate_once(empty_dsn: str) -> None:
     assert sql(empty_dsn, "SELECT max(version) FROM schema_version") == [(SCHEMA_VERSION,)]
 
 
+def test_a_version_1_database_with_runs_is_upgraded_to_forbids_guard(empty_dsn: str) -> None:
+    ((_, _, initial), *_) = migration_files()
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA claimsched")
+        conn.execute("SET search_path = claimsched")
+        conn.execute(initial)
+        conn.execute("INSERT INTO schema_version VALUES (1)")
+        conn.execute("INSERT INTO job_schedule (job_name, schedule) VALUES ('job', '@daily')")
+        conn.execute("INSERT INTO job_runs (job_name, fire_time, status, claimed_by) "
+                     "VALUES ('job', now(), 'running', 'a')")
+    assert Store(empty_dsn).migrate() == [version for version, _, _ in migration_files()][1:]
+    assert sql(empty_dsn, "SELECT job_name, status FROM forbid_in_progress('{job}')") == [
+        ("job", "running")
+    ]
+
+
 def test_migrate_is_idempotent_and_creates_partitions_ahead(dsn: str) -> None:
     assert Store(dsn).migrate() == []
     names = [r[0] for r in sql(dsn, "SELECT relname FROM pg_class WHERE relname ~ '^job_runs_p'")]

@@ -99,7 +99,8 @@ def test_printer_columns_read_the_status(crd: Crd) -> None:
     assert columns["Agents"]["jsonPath"] == ".status.liveAgents"
     assert columns["Next"]["type"] == "date"
     wide = {name for name, c in columns.items() if c.get("priority") == 1}
-    assert wide == {"TimeZone", "Missed", "Failed", "Ready", "Durability"}
+    assert wide == {"Suspend Until", "Suspend Reason", "Resolved", "TimeZone", "Missed", "Failed",
+                    "Ready", "Durability"}
     assert columns["Durability"]["jsonPath"] == ".status.durability"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from claimsched.db import redact_dsn
+from claimsched.db import redact_dsn, redact_text
 from claimsched.db.connection import translate
 
 SECRET = "Hush7xQ"
@@ -49,3 +49,16 @@ def test_a_redacted_dsn_keeps_what_helps_find_the_database() -> None:
     shown = redact_dsn(f"postgresql://app:{SECRET}@db:6432/shop?sslmode=require")
     for kept in ("user=app", "host=db", "port=6432", "dbname=shop", "sslmode=require"):
         assert kept in shown
+
+
+@pytest.mark.parametrize("text", [
+    f"could not connect with postgresql://app:{SECRET}@db/app: refused",
+    f"retry failed (postgresql://app@db/app?sslmode=require&password={SECRET})",
+    f"bad conninfo host=db password={SECRET} dbname=app",
+    f"bad conninfo host=db password='{SECRET} with spaces' dbname=app",
+    f"PASSWORD = {SECRET}",
+])
+def test_free_text_loses_every_dsn_secret_and_keeps_the_rest(text: str) -> None:
+    shown = redact_text(text)
+    assert SECRET not in shown and "***" in shown
+    assert shown.split()[0] == text.split()[0]

@@ -53,9 +53,9 @@ def test_a_boolean_setting_reads_the_usual_spellings(
 def test_every_bad_setting_is_named_in_one_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLAIMSCHED_METRICS_PORT", "http")
     with pytest.raises(ConfigurationError) as caught:
-        AgentSettings(max_concurrency=True, housekeeping_seconds=0, schema_name="Bad-Name")
+        AgentSettings(max_concurrency=True, housekeeping_seconds=0, schema_name="")
     assert str(caught.value) == (
-        "schema_name: invalid schema name 'Bad-Name': use lower-case letters, digits, _; "
+        "schema_name: invalid schema name '': it is empty; "
         "max_concurrency: expected an integer, got True; "
         "housekeeping_seconds: must be more than 0, got 0.0; "
         "metrics_port: expected an integer, got 'http'"

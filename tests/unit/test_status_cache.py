@@ -62,7 +62,7 @@ def test_forget_drops_a_job() -> None:
 
 def row(now: datetime, **changes: Any) -> dict[str, Any]:
     values: dict[str, Any] = {
-        "job_name": "job", "enabled": True, "db_now": now,
+        "job_name": "job", "enabled": True, "suspend_until": None, "db_now": now,
         "day_start": max(START, now - timedelta(hours=24)), "history_start": START,
         "settled_end": now,
         "seen_day": 0, "seen_history": 0, "latest_seen": None,

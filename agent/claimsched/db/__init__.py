@@ -1,6 +1,6 @@
 """Everything that talks to Postgres. The only package that imports psycopg."""
 
-from .connection import compose, connect, redact_dsn
+from .connection import checked_schema, compose, connect, redact_dsn, redact_text
 from .listener import NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener, Poller
 from .migrations import SCHEMA_VERSION, ensure_partitions, maintain, migrate, schema_version
 from .owned import OwnedSchedules
@@ -18,11 +18,13 @@ __all__ = [
     "SessionOptions",
     "Store",
     "Views",
+    "checked_schema",
     "compose",
     "connect",
     "ensure_partitions",
     "maintain",
     "migrate",
     "redact_dsn",
+    "redact_text",
     "schema_version",
 ]

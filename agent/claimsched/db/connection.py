@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, LiteralString
@@ -13,12 +14,15 @@ from psycopg import errors as pgerrors
 
 from ..errors import (
     AuthenticationFailed,
+    ConfigurationError,
     DatabaseConflict,
     DatabaseError,
     DatabaseUnavailable,
     InvalidSpec,
 )
-from .session import SessionOptions, configure
+from ..settings import schema_name
+from .queries import query
+from .session import SessionOptions
 
 #: Connection options whose values are secrets (libpq's own names).
 SECRET_OPTIONS = frozenset({"password", "sslpassword"})
@@ -37,6 +41,25 @@ def redact_dsn(dsn: str) -> str:
     return conninfo.make_conninfo(
         "", **{k: "***" if k in SECRET_OPTIONS else v for k, v in options.items()}
     )
+
+
+_IN_TEXT = (
+    # postgresql://user:secret@host: the user info's password
+    (re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)[^@\s]*@", re.IGNORECASE), r"\1***@"),
+    # ?password=secret&... in a URI's query
+    (re.compile(r"([?&](?:ssl)?password=)[^&\s]*", re.IGNORECASE), r"\1***"),
+    # password=secret, password = 'quoted \' secret' in key=value form
+    (re.compile(r"\b((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S+)", re.IGNORECASE),
+     r"\1***"),
+)
+
+
+def redact_text(text: str) -> str:
+    """Free text (an error message, a log line) with every DSN secret in it replaced: URI user
+    info, password query parameters and password= options, quoted or not."""
+    for pattern, replacement in _IN_TEXT:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def compose(template: LiteralString, *names: str, **literals: str) -> sql.Composed:
@@ -100,6 +123,19 @@ def translated() -> Iterator[None]:
         raise translate(exc) from exc
 
 
+def checked_schema(schema: str) -> str:
+    """The schema name, or ConfigurationError saying why Postgres cannot hold it."""
+    try:
+        return schema_name(schema)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+def search_path(conn: psycopg.Connection[Any], schema: str) -> str:
+    """claimsched's schema first, quoted: `MySchema` stays "MySchema" (not myschema)."""
+    return sql.SQL("{}, public").format(sql.Identifier(schema)).as_string(conn)
+
+
 def connect(
     dsn: str,
     schema: str,
@@ -122,6 +158,16 @@ def connect(
         if configured:
             configure(conn, schema, options)
         return conn
+
+
+def configure(
+    conn: psycopg.Connection[Any], schema: str, options: SessionOptions, *, local: bool = False
+) -> None:
+    """claimsched's settings (sql/queries.sql's session_settings): for the session, or with
+    `local` for the current transaction only (behind a pooler a session is nobody's)."""
+    conn.execute(query("session_settings"), options.settings(search_path(conn, schema), local))
+    if not local and not conn.autocommit:
+        conn.commit()
 
 
 RECONNECT_SERIES = 4.0  # seconds of reconnection tries before the pool starts afresh

@@ -10,6 +10,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import SchemaMismatch
+from .connection import search_path
 from .queries import migration_files, query, schema_sql
 
 log = logging.getLogger("claimsched.migrations")
@@ -66,7 +67,7 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> list[int]:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-        conn.execute("SELECT set_config('search_path', %s, true)", [f"{schema}, public"])
+        conn.execute("SELECT set_config('search_path', %s, true)", [search_path(conn, schema)])
         current = schema_version(conn)
         if current is not None and current > SCHEMA_VERSION:
             check_version(conn)
@@ -128,7 +129,7 @@ def maintain(
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
         # here too: behind a pooler the connection's own search_path does not last
-        conn.execute(query("set_local_search_path"), {"search_path": f"{schema}, public"})
+        conn.execute(query("set_local_search_path"), {"search_path": search_path(conn, schema)})
         return _maintain(conn, retention_days)
 
 

@@ -5,6 +5,33 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
+from psycopg import sql
+
+from ..specs import SPEC_COLUMNS, SUSPENSION_COLUMNS
+
+#: Placeholders a query may use for the columns a schedule's spec writes (JobSpec's fields but
+#: the job name), so that the list is written once, in specs.py, and never drifts:
+#: {spec_columns} the column names, {spec_values} their %(name)s parameters, {spec_excluded}
+#: and {spec_current} the same columns of EXCLUDED and of the row `s`; {spec_upserted} those of
+#: EXCLUDED, but a code declaration keeps the row's suspension (SUSPENSION_COLUMNS).
+
+
+def _upserted(column: str) -> sql.Composable:
+    new = sql.Identifier("excluded", column)
+    if column not in SUSPENSION_COLUMNS:
+        return new
+    return sql.SQL("CASE WHEN excluded.source = 'code' THEN {} ELSE {} END").format(
+        sql.Identifier("s", column), new)
+
+
+SPEC_LISTS = {
+    "spec_columns": sql.SQL(", ").join(map(sql.Identifier, SPEC_COLUMNS)),
+    "spec_values": sql.SQL(", ").join(map(sql.Placeholder, SPEC_COLUMNS)),
+    "spec_excluded": sql.SQL(", ").join(sql.Identifier("excluded", c) for c in SPEC_COLUMNS),
+    "spec_current": sql.SQL(", ").join(sql.Identifier("s", c) for c in SPEC_COLUMNS),
+    "spec_upserted": sql.SQL(", ").join(map(_upserted, SPEC_COLUMNS)),
+}
+
 
 def _sql_text(name: str) -> str:
     return (resources.files("claimsched") / "sql" / name).read_text(encoding="utf-8")
@@ -33,8 +60,13 @@ def queries() -> dict[str, str]:
     return found
 
 
-def query(name: str) -> str:
-    return queries()[name]
+@cache
+def query(name: str) -> str | sql.Composed:
+    """The named query, its spec column lists filled in where it has any."""
+    text = queries()[name]
+    if "{spec_" not in text:
+        return text
+    return sql.SQL(text).format(**SPEC_LISTS)
 
 
 def schema_sql() -> str:

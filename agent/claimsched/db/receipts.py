@@ -13,7 +13,7 @@ from psycopg import pq
 from ..errors import DatabaseConflict
 from ..health import retry_conflicts
 from ..records import Lease
-from .connection import translated
+from .connection import search_path, translated
 from .queries import query
 
 Connect = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
@@ -78,7 +78,9 @@ class Receipts:
         # The app's connection has its own search_path: point it at our schema for this
         # statement only, and put it back whatever happens.
         previous = conn.execute(query("search_path")).fetchone()[0]  # type: ignore[index]
-        conn.execute(query("set_local_search_path"), {"search_path": f"{self._schema}, public"})
+        conn.execute(
+            query("set_local_search_path"), {"search_path": search_path(conn, self._schema)}
+        )
         _bound_idle(conn, lease)
         # the app's commit makes the receipt durable: it waits as claimsched's own commits do
         conn.execute(query("set_local_synchronous_commit"))

@@ -17,7 +17,6 @@ from psycopg import errors as pgerrors
 from psycopg.conninfo import conninfo_to_dict
 
 from ..errors import ConfigurationError
-from .queries import query
 
 log = logging.getLogger("claimsched.store")
 
@@ -55,10 +54,10 @@ class SessionOptions:
         }
         return {key: value for key, value in wanted.items() if key not in given}
 
-    def settings(self, schema: str, local: bool) -> dict[str, Any]:
+    def settings(self, search_path: str, local: bool) -> dict[str, Any]:
         """The parameters of the `session_settings` query."""
         return {
-            "search_path": f"{schema}, public",
+            "search_path": search_path,
             "statement_timeout": _millis(self.statement_timeout),
             "lock_timeout": _millis(self.lock_timeout),
             "idle_timeout": _millis(self.idle_in_transaction_timeout),
@@ -68,13 +67,6 @@ class SessionOptions:
 
 def _millis(seconds: float) -> str:
     return str(round(seconds * 1000))
-
-
-def configure(conn: psycopg.Connection[Any], schema: str, options: SessionOptions) -> None:
-    """Session-wide settings on a direct connection (one statement)."""
-    conn.execute(query("session_settings"), options.settings(schema, local=False))
-    if not conn.autocommit:
-        conn.commit()
 
 
 def detect_pooling(conn: psycopg.Connection[Any], dsn_text: str) -> Pooling:

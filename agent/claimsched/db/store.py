@@ -14,7 +14,7 @@ import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
 
-from ..errors import UnknownJob
+from ..errors import InvalidSpec, UnknownJob
 from ..health import retry_conflicts
 from ..records import (
     Candidate,
@@ -26,12 +26,12 @@ from ..records import (
 )
 from ..specs import JobSpec, ScheduleRecord
 from . import migrations
-from .connection import connect, make_pool, redact_dsn, translated
+from .connection import checked_schema, configure, connect, make_pool, redact_dsn, translated
 from .identity import IdentityWatch, read_identity
 from .listener import Listener, Poller
 from .queries import query
 from .receipts import Receipts
-from .session import Pooling, SessionOptions, configure, detect_pooling, pooling_note
+from .session import Pooling, SessionOptions, detect_pooling, pooling_note
 
 log = logging.getLogger("claimsched.store")
 
@@ -53,6 +53,20 @@ def _lease(row: dict[str, Any]) -> Lease:
                                heartbeat_seconds=float(lease.heartbeat_seconds))
 
 
+def claim_params(agent_id: str, candidates: Sequence[Candidate], capacity: int) -> dict[str, Any]:
+    """The parameters of the `claim` query: the candidates as parallel arrays."""
+    return {
+        "agent_id": agent_id,
+        "capacity": capacity,
+        "jobs": [c.job_name for c in candidates],
+        "fire_times": [c.fire_time for c in candidates],
+        "wants": [c.want for c in candidates],
+        "reasons": [c.reason for c in candidates],
+        "latest": [c.latest for c in candidates],
+        "since": [c.since for c in candidates],
+    }
+
+
 class Store:
     """A pool of connections to one claimsched schema, and the statements claimsched sends."""
 
@@ -70,7 +84,7 @@ class Store:
     ) -> None:
         if pool is None and not dsn:
             raise ValueError("a Store needs a dsn or a pool")
-        self.schema = schema
+        self.schema = checked_schema(schema)
         self.dsn: str = dsn or str(pool.conninfo)  # type: ignore[union-attr]
         self.options = options or SessionOptions()
         self.listen_dsn = listen_dsn
@@ -136,7 +150,7 @@ class Store:
             self.identity.observe(read_identity(conn))
 
     def _settings_for_this_transaction(self, conn: psycopg.Connection[Any]) -> None:
-        conn.execute(query("session_settings"), self.options.settings(self.schema, local=True))
+        configure(conn, self.schema, self.options, local=True)
 
     @contextmanager
     def connection(self, timeout: float = 10.0) -> Iterator[psycopg.Connection[Any]]:
@@ -213,6 +227,29 @@ class Store:
             return "unchanged"
         return "created" if row[1] else "updated"
 
+    def suspend_schedule(self, job_name: str, until: datetime | None,
+                         reason: str | None) -> dict[str, Any]:
+        """Suspend a job until `until` (it resumes by itself) or until resumed; the row as it
+        is now. UnknownJob when there is none; InvalidSpec when a ClaimSchedule owns it."""
+        return self._suspension("suspend_schedule",
+                                {"job_name": job_name, "until": until, "reason": reason})
+
+    def resume_schedule(self, job_name: str) -> dict[str, Any]:
+        """Resume a job from now on (nothing that fell while suspended runs); the row now."""
+        return self._suspension("resume_schedule", {"job_name": job_name})
+
+    def _suspension(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        job = params["job_name"]
+        with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            row = cur.execute(query(name), params).fetchone()
+            if row is not None:
+                return row
+            owner = cur.execute(query("schedule_owner"), {"job_name": job}).fetchone()
+        if owner is None:
+            raise UnknownJob(f"no schedule for job {job!r}")
+        raise InvalidSpec(f"job {job!r} belongs to ClaimSchedule {owner['owner']}: set "
+                          "spec.suspend (and suspendUntil, suspendReason) there")
+
     def disable_schedule(self, job_name: str) -> bool:
         with self.connection() as conn:
             return conn.execute(query("disable_schedule"), {"job_name": job_name}).rowcount > 0
@@ -230,15 +267,7 @@ class Store:
 
         None when `proceed()` said no once a connection was at hand (the agent began to stop
         while it waited for the database): nothing was claimed."""
-        params = {
-            "agent_id": agent_id,
-            "capacity": capacity,
-            "jobs": [c.job_name for c in candidates],
-            "fire_times": [c.fire_time for c in candidates],
-            "wants": [c.want for c in candidates],
-            "reasons": [c.reason for c in candidates],
-            "latest": [c.latest for c in candidates],
-        }
+        params = claim_params(agent_id, candidates, capacity)
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             if not proceed():
                 return None

@@ -8,32 +8,11 @@
 WITH before AS (
     SELECT s.owner FROM job_schedule s WHERE s.job_name = %(job_name)s
 ), written AS (
-    INSERT INTO job_schedule AS s (job_name, schedule, time_zone, enabled, lease_seconds,
-            heartbeat_seconds, max_attempts, retry_on_failure, concurrency_policy,
-            catch_up_window_seconds, catch_up_policy, max_runtime_seconds, source, owner)
-    VALUES (%(job_name)s, %(schedule)s, %(time_zone)s, %(enabled)s, %(lease_seconds)s,
-            %(heartbeat_seconds)s, %(max_attempts)s, %(retry_on_failure)s,
-            %(concurrency_policy)s, %(catch_up_window_seconds)s, %(catch_up_policy)s,
-            %(max_runtime_seconds)s, 'operator', %(owner)s)
-    ON CONFLICT (job_name) DO UPDATE
-    SET (schedule, time_zone, enabled, lease_seconds, heartbeat_seconds, max_attempts,
-         retry_on_failure, concurrency_policy, catch_up_window_seconds, catch_up_policy,
-         max_runtime_seconds, source, owner)
-      = (EXCLUDED.schedule, EXCLUDED.time_zone, EXCLUDED.enabled, EXCLUDED.lease_seconds,
-         EXCLUDED.heartbeat_seconds, EXCLUDED.max_attempts, EXCLUDED.retry_on_failure,
-         EXCLUDED.concurrency_policy, EXCLUDED.catch_up_window_seconds,
-         EXCLUDED.catch_up_policy, EXCLUDED.max_runtime_seconds, 'operator', EXCLUDED.owner)
+    INSERT INTO job_schedule AS s (job_name, {spec_columns})
+    VALUES (%(job_name)s, {spec_values})
+    ON CONFLICT (job_name) DO UPDATE SET ({spec_columns}) = ROW({spec_excluded})
     WHERE (s.owner IS NULL OR s.owner = EXCLUDED.owner)
-      AND ROW(s.schedule, s.time_zone, s.enabled, s.lease_seconds, s.heartbeat_seconds,
-              s.max_attempts, s.retry_on_failure, s.concurrency_policy,
-              s.catch_up_window_seconds, s.catch_up_policy, s.max_runtime_seconds, s.source,
-              s.owner)
-          IS DISTINCT FROM
-          ROW(EXCLUDED.schedule, EXCLUDED.time_zone, EXCLUDED.enabled, EXCLUDED.lease_seconds,
-              EXCLUDED.heartbeat_seconds, EXCLUDED.max_attempts, EXCLUDED.retry_on_failure,
-              EXCLUDED.concurrency_policy, EXCLUDED.catch_up_window_seconds,
-              EXCLUDED.catch_up_policy, EXCLUDED.max_runtime_seconds, 'operator',
-              EXCLUDED.owner)
+      AND ROW({spec_current}) IS DISTINCT FROM ROW({spec_excluded})
     RETURNING (xmax = 0) AS created
 )
 SELECT (SELECT owner FROM before) AS owner,
@@ -54,11 +33,13 @@ RETURNING job_name
 -- durable a commit is on this database (the same on every row).
 -- Occurrences at or before active_since never run; a disabled row stops counting at its
 -- last change; occurrences younger than catch-up window + lease may still be claimed.
+-- An occurrence happened when a scheduled or backfilled run holds its fire time (one row per
+-- fire time); a manual run is at the instant of its trigger, which is no occurrence.
 WITH jobs AS (
-    SELECT s.job_name, s.enabled, s.active_since,
-           greatest(s.active_since, now() - interval '24 hours') AS day_start,
-           greatest(s.active_since, now() - make_interval(days => %(retention_days)s))
-               AS history_start,
+    SELECT s.job_name, s.enabled, s.active_since, s.suspend_until,
+           greatest(s.active_since, s.suspend_until, now() - interval '24 hours') AS day_start,
+           greatest(s.active_since, s.suspend_until,
+                    now() - make_interval(days => %(retention_days)s)) AS history_start,
            CASE WHEN s.enabled
                 THEN now() - make_interval(secs => s.catch_up_window_seconds + s.lease_seconds)
                 ELSE least(s.updated_at,
@@ -77,11 +58,11 @@ WITH jobs AS (
                               AND r.fire_time > now() - interval '24 hours') AS failed_day,
            count(*) FILTER (WHERE r.status = 'failed' AND r.error LIKE '%%attempts exhausted'
                               AND r.fire_time > now() - interval '24 hours') AS exhausted_day,
-           count(*) FILTER (WHERE r.kind = 'scheduled' AND r.fire_time > j.day_start
+           count(*) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.day_start
                               AND r.fire_time <= j.settled_end) AS seen_day,
-           count(*) FILTER (WHERE r.kind = 'scheduled' AND r.fire_time > j.history_start
+           count(*) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.history_start
                               AND r.fire_time <= j.settled_end) AS seen_history,
-           max(r.fire_time) FILTER (WHERE r.kind = 'scheduled' AND r.fire_time > j.history_start
+           max(r.fire_time) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.history_start
                                       AND r.fire_time <= j.settled_end) AS latest_seen
     FROM jobs j
     JOIN job_runs r ON r.job_name = j.job_name
@@ -89,7 +70,8 @@ WITH jobs AS (
        OR r.status IN ('running', 'orphaned')
     GROUP BY j.job_name
 )
-SELECT j.job_name, j.enabled, j.active_since, j.day_start, j.history_start, j.settled_end,
+SELECT j.job_name, j.enabled, j.active_since, j.suspend_until, j.day_start, j.history_start,
+       j.settled_end,
        coalesce(c.active_runs, 0) AS active_runs,
        coalesce(c.orphaned_current, 0) AS orphaned_current,
        coalesce(c.orphaned_day, 0) AS orphaned_day,

@@ -54,40 +54,42 @@ INSERT INTO schema_version (version) VALUES (%(version)s) ON CONFLICT (version) 
 SELECT to_regclass('schema_version') IS NOT NULL AS present
 
 -- name: load_schedules
--- Every schedule, with a fingerprint of the table so agents can tell when to re-read it.
-SELECT job_name, schedule, time_zone, enabled, lease_seconds, heartbeat_seconds, max_attempts,
-       retry_on_failure, concurrency_policy, catch_up_window_seconds, catch_up_policy,
-       max_runtime_seconds, source, owner, active_since, updated_at
+-- Every schedule, with the database's bookkeeping. {spec_columns} is the list in specs.py.
+SELECT job_name, {spec_columns}, active_since, updated_at
 FROM job_schedule
 ORDER BY job_name
 
 -- name: upsert_schedule
--- Create or replace a schedule. Code declarations never overwrite another source's row.
-INSERT INTO job_schedule AS s (job_name, schedule, time_zone, enabled, lease_seconds,
-        heartbeat_seconds, max_attempts, retry_on_failure, concurrency_policy,
-        catch_up_window_seconds, catch_up_policy, max_runtime_seconds, source, owner)
-VALUES (%(job_name)s, %(schedule)s, %(time_zone)s, %(enabled)s, %(lease_seconds)s,
-        %(heartbeat_seconds)s, %(max_attempts)s, %(retry_on_failure)s, %(concurrency_policy)s,
-        %(catch_up_window_seconds)s, %(catch_up_policy)s, %(max_runtime_seconds)s, %(source)s,
-        %(owner)s)
-ON CONFLICT (job_name) DO UPDATE SET
-    schedule = EXCLUDED.schedule, time_zone = EXCLUDED.time_zone, enabled = EXCLUDED.enabled,
-    lease_seconds = EXCLUDED.lease_seconds, heartbeat_seconds = EXCLUDED.heartbeat_seconds,
-    max_attempts = EXCLUDED.max_attempts, retry_on_failure = EXCLUDED.retry_on_failure,
-    concurrency_policy = EXCLUDED.concurrency_policy,
-    catch_up_window_seconds = EXCLUDED.catch_up_window_seconds,
-    catch_up_policy = EXCLUDED.catch_up_policy, max_runtime_seconds = EXCLUDED.max_runtime_seconds,
-    source = EXCLUDED.source, owner = EXCLUDED.owner
+-- Create or replace a schedule. Code declarations never overwrite another source's row, nor
+-- the suspension of their own row ({spec_upserted}: `claimsched suspend` / `resume` set it).
+INSERT INTO job_schedule AS s (job_name, {spec_columns})
+VALUES (%(job_name)s, {spec_values})
+ON CONFLICT (job_name) DO UPDATE SET ({spec_columns}) = ROW({spec_upserted})
 WHERE (EXCLUDED.source <> 'code' OR s.source = 'code')
-  AND (s.schedule, s.time_zone, s.enabled, s.lease_seconds, s.heartbeat_seconds, s.max_attempts,
-       s.retry_on_failure, s.concurrency_policy, s.catch_up_window_seconds, s.catch_up_policy,
-       s.max_runtime_seconds, s.source, s.owner)
-      IS DISTINCT FROM
-      (EXCLUDED.schedule, EXCLUDED.time_zone, EXCLUDED.enabled, EXCLUDED.lease_seconds,
-       EXCLUDED.heartbeat_seconds, EXCLUDED.max_attempts, EXCLUDED.retry_on_failure,
-       EXCLUDED.concurrency_policy, EXCLUDED.catch_up_window_seconds, EXCLUDED.catch_up_policy,
-       EXCLUDED.max_runtime_seconds, EXCLUDED.source, EXCLUDED.owner)
+  AND ROW({spec_current}) IS DISTINCT FROM ROW({spec_upserted})
 RETURNING job_name, (xmax = 0) AS created
+
+-- name: suspend_schedule
+-- Suspend a schedule (`claimsched suspend`): until %(until)s when given (it then resumes by
+-- itself; the row stays enabled and the claim skips what falls before it), else until resumed.
+-- A row a ClaimSchedule owns is left alone: its spec decides. Returns the row as it is now.
+UPDATE job_schedule
+SET enabled = %(until)s::timestamptz IS NOT NULL, suspend_until = %(until)s,
+    suspend_reason = %(reason)s
+WHERE job_name = %(job_name)s AND (source <> 'operator' OR owner IS NULL)
+RETURNING job_name, enabled, suspend_until, suspend_reason, updated_at
+
+-- name: resume_schedule
+-- Resume a suspended schedule (`claimsched resume`) from now on: nothing that fell while it
+-- was suspended runs (the trigger moves active_since). A ClaimSchedule's row is left alone.
+UPDATE job_schedule
+SET enabled = true, suspend_until = NULL, suspend_reason = NULL
+WHERE job_name = %(job_name)s AND (source <> 'operator' OR owner IS NULL)
+RETURNING job_name, enabled, suspend_until, suspend_reason, updated_at
+
+-- name: schedule_owner
+-- Who declared a job's schedule, to say why it was left alone; no row: no schedule.
+SELECT source, owner FROM job_schedule WHERE job_name = %(job_name)s
 
 -- name: disable_schedule
 -- Suspend a schedule for good (the operator's delete): history stays.
@@ -100,38 +102,50 @@ RETURNING job_name
 -- `reason`); `latest` marks a job's newest due occurrence. The database decides: not yet due by
 -- its clock, schedule inactive, already taken, Forbid and busy (skip the latest, defer older
 -- ones; of a Forbid job's free occurrences only the oldest may run now), or beyond this
--- replica's free slots. Returns one row per candidate with its outcome,
+-- replica's free slots, or computed from a schedule that has changed since (`since`, the
+-- schedule's active_since when the replica read it: 'stale', the replica re-reads it).
+-- Returns one row per candidate with its outcome,
 -- plus the database clock (mid-statement); Replace fences out the job's older running runs.
+-- Forbid's busy test is forbid_in_progress(), which locks the job first and reads after the
+-- lock: a run that a racing claim or reclaim started is seen (it is called only when some
+-- Forbid candidate may run, so claims of Allow and Replace jobs never pay for it).
 -- Rows are inserted in one global order (job, fire time) so concurrent claims never deadlock.
 WITH cand AS (
     SELECT c.ord, c.job_name, c.fire_time, c.want, c.reason, c.latest,
            s.lease_seconds, s.heartbeat_seconds, s.max_attempts, s.retry_on_failure,
            s.concurrency_policy,
            CASE
-               WHEN s.job_name IS NULL OR NOT s.enabled OR c.fire_time <= s.active_since
+               WHEN s.job_name IS NULL OR NOT s.enabled
+                    OR c.fire_time <= greatest(s.active_since, s.suspend_until)
                    THEN 'inactive'
+               WHEN c.since IS DISTINCT FROM s.active_since THEN 'stale'
                WHEN c.fire_time > now() THEN 'not_due'
                WHEN EXISTS (SELECT 1 FROM job_runs r
                             WHERE r.job_name = c.job_name AND r.fire_time = c.fire_time)
                    THEN 'taken'
-               WHEN c.want = 'running' AND s.concurrency_policy = 'Forbid'
-                    AND EXISTS (SELECT 1 FROM job_runs r
-                                WHERE r.job_name = c.job_name AND r.status = 'running'
-                                  AND r.lease_until > now())
-                   THEN CASE WHEN c.latest THEN 'busy' ELSE 'deferred' END
                ELSE c.want
            END AS first_verdict
     FROM unnest(%(jobs)s::text[], %(fire_times)s::timestamptz[], %(wants)s::text[],
-                %(reasons)s::text[], %(latest)s::boolean[])
-         WITH ORDINALITY AS c(job_name, fire_time, want, reason, latest, ord)
+                %(reasons)s::text[], %(latest)s::boolean[], %(since)s::timestamptz[])
+         WITH ORDINALITY AS c(job_name, fire_time, want, reason, latest, since, ord)
     LEFT JOIN job_schedule s ON s.job_name = c.job_name
+),
+busy AS (
+    SELECT DISTINCT b.job_name
+    FROM forbid_in_progress(ARRAY(SELECT DISTINCT job_name FROM cand
+                                  WHERE first_verdict = 'running'
+                                    AND concurrency_policy = 'Forbid')) AS b
 ),
 decided AS (
     SELECT cand.*,
-           CASE WHEN first_verdict = 'running' AND concurrency_policy = 'Forbid'
-                     AND row_number() OVER (PARTITION BY job_name, first_verdict
-                                            ORDER BY fire_time) > 1
-                THEN 'deferred' ELSE first_verdict END AS verdict
+           CASE WHEN first_verdict <> 'running' OR concurrency_policy <> 'Forbid'
+                    THEN first_verdict
+                WHEN job_name IN (SELECT job_name FROM busy)
+                    THEN CASE WHEN latest THEN 'busy' ELSE 'deferred' END
+                WHEN row_number() OVER (PARTITION BY job_name, first_verdict
+                                        ORDER BY fire_time) > 1
+                    THEN 'deferred'
+                ELSE first_verdict END AS verdict
     FROM cand
 ),
 ranked AS (
@@ -186,23 +200,47 @@ LEFT JOIN ins i ON i.job_name = c.job_name AND i.fire_time = c.fire_time
 ORDER BY c.ord
 
 -- name: reclaim
--- Take over runs that want an owner: manual/backfill requests (pending), orphans, and failed
--- runs whose retry is due. attempt + 1 is the new fencing token.
+-- Take over runs that want an owner: manual/backfill requests (pending) whose fire time has
+-- come, orphans (first: they are runs in progress), and failed runs whose retry is due.
+-- attempt + 1 is the new fencing token. A Forbid job starts at most one run, and none while
+-- another of its runs is in progress (read by forbid_in_progress(), after its lock); an
+-- orphan yields only to a running run or an older orphan.
 WITH picked AS (
-    SELECT r.id, r.fire_time
+    SELECT r.id, r.job_name, r.fire_time, r.status
     FROM job_runs r
     WHERE r.job_name = ANY(%(jobs)s::text[])
-      AND (r.status IN ('pending', 'orphaned') OR (r.status = 'failed' AND r.retry_at <= now()))
-    ORDER BY r.fire_time
+      AND ((r.status = 'pending' AND r.fire_time <= now()) OR r.status = 'orphaned'
+           OR (r.status = 'failed' AND r.retry_at <= now()))
+    ORDER BY r.status = 'orphaned' DESC, r.fire_time
     LIMIT %(capacity)s
     FOR UPDATE OF r SKIP LOCKED
+),
+forbid AS (
+    SELECT p.*, row_number() OVER (PARTITION BY p.job_name
+                                   ORDER BY p.status = 'orphaned' DESC, p.fire_time) AS nth
+    FROM picked p JOIN job_schedule s ON s.job_name = p.job_name
+    WHERE s.concurrency_policy = 'Forbid'
+),
+busy AS (
+    SELECT * FROM forbid_in_progress(ARRAY(SELECT DISTINCT job_name FROM forbid))
+),
+taken AS (
+    SELECT p.id, p.fire_time FROM picked p
+    WHERE NOT EXISTS (
+        SELECT 1 FROM forbid f
+        WHERE f.id = p.id AND f.fire_time = p.fire_time
+          AND (f.nth > 1
+               OR EXISTS (SELECT 1 FROM busy b
+                          WHERE b.job_name = f.job_name AND b.id <> f.id
+                            AND (b.status = 'running' OR f.status <> 'orphaned'
+                                 OR b.fire_time < f.fire_time))))
 )
 UPDATE job_runs r
 SET status = 'running', attempt = r.attempt + 1, claimed_by = %(agent_id)s,
     lease_until = now() + make_interval(secs => s.lease_seconds), started_at = now(),
     finished_at = NULL, retry_at = NULL
-FROM picked, job_schedule s
-WHERE r.id = picked.id AND r.fire_time = picked.fire_time AND s.job_name = r.job_name
+FROM taken, job_schedule s
+WHERE r.id = taken.id AND r.fire_time = taken.fire_time AND s.job_name = r.job_name
 RETURNING r.id, r.job_name, r.fire_time, r.kind, r.attempt, r.lease_until, r.started_at,
           r.orphan_count, s.lease_seconds, s.heartbeat_seconds, s.max_attempts,
           s.retry_on_failure, now() AS db_now
@@ -218,7 +256,11 @@ WHERE r.id = h.id AND r.fire_time = h.fire_time AND r.attempt = h.attempt
 RETURNING r.id
 
 -- name: complete
--- Record the outcome of finished runs (batched), fenced by owner, attempt and a live lease.
+-- Record the outcome of finished runs (batched), fenced by owner and attempt (the fencing
+-- token). The lease need not be alive: a handler that finished while the database was away
+-- longer than its lease is recorded if nobody took the run over meanwhile (still running, or
+-- orphaned by the reaper but not reclaimed: a reclaim sets a new owner and attempt). A run
+-- fenced out for good (failed: max_runtime, Replace, attempts exhausted) stays as it is.
 -- A failure is retried later when its job allows it and attempts remain.
 UPDATE job_runs r
 SET status = c.status, finished_at = now(), error = c.error, lease_until = now(),
@@ -229,7 +271,7 @@ FROM unnest(%(ids)s::bigint[], %(fire_times)s::timestamptz[], %(attempts)s::inte
             %(max_attempts)s::integer[], %(backoffs)s::double precision[])
      AS c(id, fire_time, attempt, status, error, retry, max_attempts, backoff)
 WHERE r.id = c.id AND r.fire_time = c.fire_time AND r.attempt = c.attempt
-  AND r.claimed_by = %(agent_id)s AND r.status = 'running' AND r.lease_until > now()
+  AND r.claimed_by = %(agent_id)s AND r.status IN ('running', 'orphaned')
 RETURNING r.id, r.retry_at
 
 -- name: housekeeping
@@ -239,9 +281,9 @@ RETURNING r.id, r.retry_at
 -- Also how durable commits are now, for the agent's metric and `agents`.
 WITH presence AS (
     INSERT INTO agents (agent_id, hostname, pod, namespace, handlers, version, ttl_seconds,
-                        durability)
+                        tzdata, durability)
     VALUES (%(agent_id)s, %(hostname)s, %(pod)s, %(namespace)s, %(handlers)s::text[],
-            %(version)s, %(ttl_seconds)s, (SELECT durability FROM database_identity()))
+            %(version)s, %(ttl_seconds)s, %(tzdata)s, (SELECT durability FROM database_identity()))
     ON CONFLICT (agent_id) DO UPDATE
     SET last_seen = now(), handlers = EXCLUDED.handlers, ttl_seconds = EXCLUDED.ttl_seconds,
         stopped_at = NULL, durability = EXCLUDED.durability
@@ -275,7 +317,7 @@ SELECT (SELECT count(*) FROM presence) AS present,
        (SELECT count(*) FROM overdue) AS overdue,
        EXISTS (SELECT 1 FROM job_runs r
                WHERE r.job_name = ANY(%(handlers)s::text[])
-                 AND (r.status IN ('pending', 'orphaned')
+                 AND ((r.status = 'pending' AND r.fire_time <= now()) OR r.status = 'orphaned'
                       OR (r.status = 'failed' AND r.retry_at <= now())))
        OR EXISTS (SELECT 1 FROM expired
                   WHERE status = 'orphaned' AND job_name = ANY(%(handlers)s::text[]))
@@ -357,7 +399,8 @@ LIMIT %(limit)s
 
 -- name: list_agents
 -- Agents seen recently, and whether they are alive by their own time-to-live.
-SELECT agent_id, hostname, pod, namespace, handlers, version, started_at, last_seen, durability,
+SELECT agent_id, hostname, pod, namespace, handlers, version, tzdata, started_at, last_seen,
+       durability,
        (stopped_at IS NULL AND last_seen + make_interval(secs => ttl_seconds) > now()) AS alive
 FROM agents
 ORDER BY last_seen DESC

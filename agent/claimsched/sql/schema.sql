@@ -37,7 +37,11 @@ CREATE TABLE job_schedule (
     owner text,                                         -- namespace/name of the ClaimSchedule, if any
     active_since timestamptz NOT NULL DEFAULT now(),    -- occurrences at or before this never run
                                                         -- (set on create, resume, schedule change)
-    updated_at timestamptz NOT NULL DEFAULT now()       -- last change (database clock)
+    updated_at timestamptz NOT NULL DEFAULT now(),      -- last change (database clock)
+    suspend_reason text
+        CHECK (length(suspend_reason) <= 1024),         -- why it is suspended (people read it)
+    suspend_until timestamptz                           -- suspended until then: occurrences at or
+                                                        -- before it never run; resumes by itself
 );
 
 -- Every occurrence that was claimed, skipped or requested: the claim table.
@@ -108,6 +112,7 @@ CREATE TABLE agents (
     last_seen timestamptz NOT NULL DEFAULT now(),       -- last sign of life (database clock)
     ttl_seconds integer NOT NULL DEFAULT 90,            -- alive while last_seen + ttl > now()
     stopped_at timestamptz,                             -- set on graceful shutdown
+    tzdata text,                                        -- IANA tz database version (2025b)
     durability text                                     -- database_identity()'s durability, last seen
 );
 
@@ -141,12 +146,18 @@ $$;
 CREATE TRIGGER job_schedule_notify AFTER INSERT OR UPDATE OR DELETE ON job_schedule
     FOR EACH STATEMENT EXECUTE FUNCTION notify_schedule_change();
 
--- A schedule that resumes or changes starts afresh: no catch-up of what fell before.
+-- A schedule that resumes or changes starts afresh: no catch-up of what fell before. The part of
+-- a suspension (suspend_until) that has passed when it is shortened, lifted or replaced is kept
+-- in active_since, so lifting it early never makes what fell in it due.
 CREATE FUNCTION schedule_active_since() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.enabled AND (NOT OLD.enabled OR NEW.schedule <> OLD.schedule
                         OR NEW.time_zone <> OLD.time_zone) THEN
         NEW.active_since := now();
+    END IF;
+    IF OLD.suspend_until IS NOT NULL
+       AND OLD.suspend_until IS DISTINCT FROM NEW.suspend_until THEN
+        NEW.active_since := greatest(NEW.active_since, least(OLD.suspend_until, now()));
     END IF;
     NEW.updated_at := now();
     RETURN NEW;
@@ -154,3 +165,24 @@ END
 $$;
 CREATE TRIGGER job_schedule_active_since BEFORE UPDATE ON job_schedule
     FOR EACH ROW EXECUTE FUNCTION schedule_active_since();
+
+-- concurrencyPolicy Forbid: at most one run of a job in progress (running, whatever its lease,
+-- or orphaned and awaiting reclaim). Claim and reclaim call this for their Forbid jobs only:
+-- it locks those jobs' schedule rows (in job order, so concurrent callers never deadlock) and
+-- then returns their runs in progress. Being VOLATILE, its query reads what had committed when
+-- the locks were granted, not the calling statement's older snapshot: of two statements that
+-- start runs of one job at once, the second waits for the first to commit and then sees its run.
+CREATE FUNCTION forbid_in_progress(jobs text[])
+RETURNS TABLE (job_name text, id bigint, fire_time timestamptz, status text)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM FROM job_schedule s WHERE s.job_name = ANY (jobs)
+        ORDER BY s.job_name FOR NO KEY UPDATE OF s;
+    RETURN QUERY
+        SELECT r.job_name, r.id, r.fire_time, r.status FROM job_runs r
+        WHERE r.job_name = ANY (jobs) AND r.status = 'running'
+        UNION ALL
+        SELECT r.job_name, r.id, r.fire_time, r.status FROM job_runs r
+        WHERE r.job_name = ANY (jobs) AND r.status = 'orphaned';
+END
+$$;

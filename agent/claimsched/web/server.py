@@ -16,7 +16,7 @@ from types import FrameType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ..db import Store, Views, redact_dsn
+from ..db import Store, Views, redact_dsn, redact_text
 from ..errors import ClaimschedError, ConfigurationError
 from . import api, model, pages
 from .style import CONTENT_SECURITY_POLICY
@@ -104,7 +104,7 @@ class Site:
     def _clean(self, text: str) -> str:
         for secret in self.secrets:
             text = text.replace(secret, redact_dsn(secret))
-        return " ".join(redact_dsn(text).split())
+        return " ".join(redact_text(text).split())
 
 
 def _run_id(text: str) -> int:

@@ -26,10 +26,9 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from ...db import Store, compose, redact_dsn
+from ...db import Store, checked_schema, compose, redact_dsn
 from ...errors import ConfigurationError
 from ...schedules import Schedule
-from ...settings import SCHEMA_NAME
 from ..postgres import TemporaryPostgres
 from . import app, view
 from .fleet import Fleet
@@ -48,9 +47,7 @@ OVERTIME = 45.0  # how much longer than --duration the kill and pause may take
 def _schema(args: argparse.Namespace) -> str:
     default = os.environ.get("CLAIMSCHED_SCHEMA", "claimsched")
     schema = str(args.schema) if args.schema != default else DEMO_SCHEMA
-    if not SCHEMA_NAME.match(schema):
-        raise ConfigurationError(f"invalid schema name {schema!r}: use a-z, 0-9 and _")
-    return schema
+    return checked_schema(schema)
 
 
 def prepare(store: Store, schema: str) -> dict[str, tuple[Schedule, datetime]]:
