@@ -1,4 +1,4 @@
--- 0005: a suspension with a reason and an end. Occurrences at or before suspend_until never run
+-- 0006: a suspension with a reason and an end. Occurrences at or before suspend_until never run
 -- and are never caught up (the claim treats them like those before active_since), so a schedule
 -- resumes by itself at that instant, with no misfire storm and nobody to flip it back.
 ALTER TABLE job_schedule
