@@ -1,4 +1,4 @@
--- 0004: how durable a commit is on this database, as agents see it every housekeeping period.
+-- 0007: how durable a commit is on this database, as agents see it every housekeeping period.
 
 -- Which database this is and what a failover can lose of an acknowledged commit. A failover
 -- to a standby keeps the system identifier and starts a new timeline (read on the primary from
