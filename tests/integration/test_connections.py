@@ -15,12 +15,12 @@ from claimsched import Agent
 from claimsched.cli import main
 from claimsched.db import NOTIFY_RUNS, NOTIFY_SCHEDULES, Store
 from claimsched.errors import ConfigurationError, DatabaseError, DatabaseUnavailable
-from claimsched.records import Candidate, Lease
+from claimsched.records import Lease
 from claimsched.tools.postgres import TemporaryPostgres
 from tests.helpers.pgbouncer import pgbouncer
 from tests.helpers.polling import wait_for
 
-from .support import sql
+from .support import due, sql
 
 
 def _settings(conn: psycopg.Connection[object]) -> dict[str, str]:
@@ -46,7 +46,7 @@ def test_every_agent_connection_has_timeouts_keepalives_and_waits_for_durable_co
             found = _settings(conn)  # type: ignore[arg-type]
             options = {o.keyword.decode(): o.val for o in conn.pgconn.info}
         assert found == {
-            "search_path": "claimsched, public",
+            "search_path": '"claimsched", public',
             "statement_timeout": "30s",
             "lock_timeout": "10s",
             "idle_in_transaction_session_timeout": "1min",
@@ -93,7 +93,7 @@ def _claim_one(store: Store, job: str) -> Lease:
     """Claim the job's latest due occurrence (the schedule starts afresh when written)."""
 
     def attempt() -> Lease | None:
-        claimed = store.claim("a1", [Candidate(job, store.db_now().replace(microsecond=0))], 1)
+        claimed = store.claim("a1", [due(store, job, store.db_now().replace(microsecond=0))], 1)
         assert claimed is not None
         (result,) = claimed[1]
         return result.lease
@@ -114,7 +114,7 @@ def test_through_pgbouncer_in_transaction_mode_nothing_lasts_beyond_a_transactio
             assert "connection pooler" in caplog.text and "polling every 1 s" in caplog.text
             with store.connection() as conn:
                 # inside our transaction, our settings hold
-                assert _settings(conn)["search_path"] == "claimsched, public"  # type: ignore[arg-type]
+                assert _settings(conn)["search_path"] == '"claimsched", public'  # type: ignore[arg-type]
                 assert _settings(conn)["synchronous_commit"] == "on"  # type: ignore[arg-type]
             store.upsert_schedule(_spec("tick"))
             for _ in range(8):  # past psycopg's prepare threshold (5)
