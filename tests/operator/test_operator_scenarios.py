@@ -65,9 +65,11 @@ def test_invalid_specs_missing_agents_triggers_restart_and_delete(
     assert hashed == "2 2 * * *"
     synced = condition(api, "hashed", "Synced")
     assert synced is not None and "runs H H(1-4) * * * (= 2 2 * * *)" in synced["message"]
-    assert ready["copycat"]["reason"] == "OwnerConflict"
+    assert ready["copycat"]["reason"] == "Conflict"
+    assert "belongs to ClaimSchedule default/lonely" in ready["copycat"]["message"]
     assert {e["involvedObject"]["name"] for e in events(served, "Invalid")} == {
-        "bad-zone", "bad-cron", "bad-hash", "copycat"}
+        "bad-zone", "bad-cron", "bad-hash"}
+    assert [e["involvedObject"]["name"] for e in events(served, "Conflict")] == ["copycat"]
     assert schedule_row(store, "lonely") == ("@every 1s", True, "default/lonely")
 
     # Nobody handles "lonely": AgentsAvailable=False, NoLiveAgent once, missed runs counted.

@@ -156,3 +156,12 @@ def make_pool(dsn: str, schema: str, max_size: int, name: str) -> psycopg_pool.C
         open=False,
         name=name,
     )
+
+
+def dsn_parses(dsn: str) -> bool:
+    """Whether libpq can parse `dsn` (its error would quote the DSN: say so in other words)."""
+    try:
+        conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return False
+    return True
