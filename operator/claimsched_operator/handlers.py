@@ -31,6 +31,7 @@ from .databases import (
     InvalidDatabaseRef,
     open_secret_database,
     read_secret_dsn,
+    secret_key,
 )
 from .models import ClaimScheduleSpec, ConditionStatus, DatabaseRef, rfc3339
 from .runtime import Memo, Runtime
@@ -143,7 +144,12 @@ async def cleanup(memo: Memo, **_: Any) -> None:
 @kopf.on.resume(*RESOURCE, registry=registry)
 @kopf.on.create(*RESOURCE, registry=registry)
 @kopf.on.update(*RESOURCE, registry=registry)
-async def reconcile(
+async def reconcile(**kwargs: Any) -> None:
+    """A ClaimSchedule was created, changed, or is seen again after a restart."""
+    await sync(**kwargs)
+
+
+async def sync(
     *, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status,
     namespace: str | None, name: str, patch: kopf.Patch, memo: Memo, logger: kopf.Logger,
     **_: Any,
@@ -248,9 +254,29 @@ def publish(
     memo.observed = observed
 
 
+async def rotate(*, spec: kopf.Spec, namespace: str | None, memo: Memo, logger: kopf.Logger,
+                 **kwargs: Any) -> None:
+    """The databaseRef timer: re-read the resource's Secret and sync again when its DSN is not
+    the one in use (a rotated DSN, a Secret created or fixed since), without a change to the
+    resource. Registered by `add_status_timer`, at the status interval."""
+    runtime = memo.runtime
+    if not spec.get("databaseRef") or not namespace or not runtime.config.database_refs:
+        return
+    try:
+        ref = DatabaseRef.model_validate(spec["databaseRef"])
+        dsn = await read_secret_dsn(runtime.kube, namespace, ref)
+    except (ValidationError, InvalidSpec, DatabaseError):
+        return  # reconcile reports it
+    if runtime.databases.dsn_of(secret_key(namespace, ref)) != dsn:
+        logger.info("Secret %s/%s changed: syncing again", namespace, ref.name)
+        await sync(spec=spec, namespace=namespace, memo=memo, logger=logger, **kwargs)
+
+
 def add_status_timer(interval: float) -> None:
-    """Register `publish` to run every `interval` seconds for each ClaimSchedule."""
+    """Register `publish` and `rotate` to run every `interval` seconds for each
+    ClaimSchedule."""
     kopf.timer(*RESOURCE, interval=interval, registry=registry)(publish)
+    kopf.timer(*RESOURCE, interval=interval, registry=registry)(rotate)
 
 
 # -- helpers -----------------------------------------------------------------------------------
