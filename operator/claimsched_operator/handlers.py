@@ -28,6 +28,7 @@ from .databases import DEFAULT, Database, read_secret_dsn, secret_key
 from .models import ClaimScheduleSpec, ConditionStatus, rfc3339
 from .runtime import Memo, Runtime
 from .settings import RETRY_DELAY_SECONDS
+from .status import Alerting
 
 log = logging.getLogger("claimsched.operator.handlers")
 
@@ -35,7 +36,7 @@ RESOURCE = ("claimsched.io", "v1alpha1", "claimschedules")
 STORAGE_PREFIX = "operator.claimsched.io"
 STATUS_FIELDS = ("nextFireTime", "nextFireTimes", "lastFireTime", "lastSuccessfulTime",
                  "lastRun", "activeRuns", "orphanedRuns", "failedRuns", "missedRuns",
-                 "liveAgents")
+                 "liveAgents", "late", "lateFireTime", "consecutiveFailures", "failing")
 
 registry = kopf.OperatorRegistry()
 Wanted = tuple[str, ConditionStatus, str, str]
@@ -165,7 +166,10 @@ async def reconcile(
         raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY_SECONDS) from exc
     schedule = job_spec.parsed
     patch.status["resolvedSchedule"] = schedule.resolved
-    runtime.catalog.put(Entry(owner, job, database.name, job_spec, schedule))
+    alerting = Alerting(parsed.starting_deadline_seconds, parsed.failure_threshold,
+                        parsed.recovery_threshold)
+    runtime.catalog.put(Entry(owner, job, database.name, job_spec, schedule, alerting,
+                              status.get("failing") is True))
     _synced(body, job_spec, synced.outcome, found)
     logger.info("job %s synced: %s", job, synced.outcome)
     await triggers.request(database.owned, body, patch, job, logger)
