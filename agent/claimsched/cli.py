@@ -459,6 +459,11 @@ def parser() -> argparse.ArgumentParser:
         help="seconds to run at least (default 30); it runs on until the kill "
         "and the pause have played out",
     )
+    demo.add_argument(
+        "--keep", type=float, nargs="?", const=0.0, default=None, metavar="SECONDS",
+        help="after the verdict, print the embedded database's DSN and keep it up for "
+        "`claimsched web` until Ctrl-C or SIGTERM (or SECONDS)",
+    )
     return top
 
 

@@ -36,6 +36,7 @@ from .databases import (
 from .models import ClaimScheduleSpec, ConditionStatus, DatabaseRef, rfc3339
 from .runtime import Memo, Runtime
 from .settings import RETRY_DELAY_SECONDS
+from .status import Alerting
 
 log = logging.getLogger("claimsched.operator.handlers")
 
@@ -43,7 +44,7 @@ RESOURCE = ("claimsched.io", "v1alpha1", "claimschedules")
 STORAGE_PREFIX = "operator.claimsched.io"
 STATUS_FIELDS = ("nextFireTime", "nextFireTimes", "lastFireTime", "lastSuccessfulTime",
                  "lastRun", "activeRuns", "orphanedRuns", "failedRuns", "missedRuns",
-                 "liveAgents")
+                 "liveAgents", "late", "lateFireTime", "consecutiveFailures", "failing")
 
 registry = kopf.OperatorRegistry()
 Wanted = tuple[str, ConditionStatus, str, str]
@@ -181,7 +182,10 @@ async def sync(
         raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY_SECONDS) from None
     schedule = job_spec.parsed
     patch.status["resolvedSchedule"] = schedule.resolved
-    runtime.catalog.put(Entry(owner, job, database.name, job_spec, schedule))
+    alerting = Alerting(parsed.starting_deadline_seconds, parsed.failure_threshold,
+                        parsed.recovery_threshold)
+    runtime.catalog.put(Entry(owner, job, database.name, job_spec, schedule, alerting,
+                              status.get("failing") is True))
     _synced(body, job_spec, synced.outcome, found)
     logger.info("job %s synced: %s", job, synced.outcome)
     await triggers.request(database.owned, body, patch, job, logger)
