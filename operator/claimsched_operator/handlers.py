@@ -258,13 +258,22 @@ def publish(
     memo.observed = observed
 
 
-async def rotate(*, spec: kopf.Spec, namespace: str | None, memo: Memo, logger: kopf.Logger,
-                 **kwargs: Any) -> None:
+#: Ready reasons a change of the Secret alone may cure (a resource invalid for another reason
+#: waits for a change of its own).
+SECRET_REASONS = ("InvalidDatabaseRef", "DatabaseUnreachable")
+
+
+async def rotate(*, spec: kopf.Spec, status: kopf.Status, namespace: str | None, name: str,
+                 memo: Memo, logger: kopf.Logger, **kwargs: Any) -> None:
     """The databaseRef timer: re-read the resource's Secret and sync again when its DSN is not
     the one in use (a rotated DSN, a Secret created or fixed since), without a change to the
     resource. Registered by `add_status_timer`, at the status interval."""
     runtime = memo.runtime
     if not spec.get("databaseRef") or not namespace or not runtime.config.database_refs:
+        return
+    found = runtime.catalog.conditions(f"{namespace}/{name}", status.get("conditions"))
+    ready = next((c for c in found or () if c.get("type") == READY), {})
+    if conditions.status_of(found, SYNCED) != "True" and ready.get("reason") not in SECRET_REASONS:
         return
     try:
         ref = DatabaseRef.model_validate(spec["databaseRef"])
@@ -273,7 +282,8 @@ async def rotate(*, spec: kopf.Spec, namespace: str | None, memo: Memo, logger: 
         return  # reconcile reports it
     if runtime.databases.dsn_of(secret_key(namespace, ref)) != dsn:
         logger.info("Secret %s/%s changed: syncing again", namespace, ref.name)
-        await sync(spec=spec, namespace=namespace, memo=memo, logger=logger, **kwargs)
+        await sync(spec=spec, status=status, namespace=namespace, name=name, memo=memo,
+                   logger=logger, **kwargs)
 
 
 def add_status_timer(interval: float) -> None:
