@@ -35,7 +35,7 @@ from .health import DatabaseHealth, retry_conflicts
 from .heartbeat import Heartbeat
 from .housekeeping import Housekeeper, presence
 from .logs import AgentLog
-from .records import Lease
+from .records import Lease, describe_owner, released
 from .runs import Run
 from .schedules import Schedule
 from .settings import AgentSettings
@@ -102,6 +102,7 @@ class Agent:
         self._declared: dict[str, JobSpec] = {}
         self._schedules: dict[str, tuple[ScheduleRecord, Schedule]] = {}
         self._warned: set[str] = set()
+        self._overridden: dict[str, str] = {}  # declared job -> the owner that overrides it
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._dirty = True
@@ -192,7 +193,7 @@ class Agent:
                     self.store.migrate()  # retries its conflicts itself
             retry_conflicts(self.store.check_version)
             for spec in self._declared.values():
-                retry_conflicts(functools.partial(self.store.upsert_schedule, spec))
+                self._declare(spec)
             retry_conflicts(self.housekeeper.once)
         except BaseException:
             self._listener.dispose()
@@ -421,9 +422,36 @@ class Agent:
         )
         self.workers.start(lease, self._handlers[lease.job_name])
 
+    def _declare(self, spec: JobSpec) -> None:
+        """Write a code declaration (at start, and when its row was released or is gone)."""
+        written = retry_conflicts(functools.partial(self.store.upsert_schedule, spec))
+        self._owned_by(spec.job_name, written.held_by)
+
+    def _owned_by(self, name: str, held_by: str | None) -> None:
+        """Say so, once per owner, when another owner overrides a declaration in code."""
+        if held_by is None:
+            self._overridden.pop(name, None)
+        elif self._overridden.get(name) != held_by:
+            self._overridden[name] = held_by
+            self.log.warning(
+                "job %s: its declaration in code is overridden by %s, whose schedule runs; "
+                "it applies again once that owner releases the job", name, held_by,
+                extra={"job": name, "owner": held_by, "action": "overridden"},
+            )
+
     def _refresh_schedules(self) -> None:
         self._dirty = False
         records = {r.job_name: r for r in self.store.load_schedules()}
+        orphaned = [spec for name, spec in self._declared.items()
+                    if name not in records or released(records[name].source, records[name].owner)]
+        for spec in orphaned:  # a ClaimSchedule let go of it: the declaration takes it back
+            self._declare(spec)
+        if orphaned:
+            records = {r.job_name: r for r in self.store.load_schedules()}
+        for name in self._declared.keys() & records.keys():
+            held = records[name]
+            self._owned_by(name, None if held.source == "code"
+                           else describe_owner(held.source, held.owner))
         self._refreshed_at = time.monotonic()
         schedules: dict[str, tuple[ScheduleRecord, Schedule]] = {}
         for name in self._handlers:

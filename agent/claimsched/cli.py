@@ -108,15 +108,18 @@ def cmd_apply(args: argparse.Namespace) -> int:
     specs = load_claimschedules(Path(args.file))
     store = _store(args)
     try:
-        results = [{"job": s.job_name, "result": store.upsert_schedule(s)} for s in specs]
+        written = [(s.job_name, store.upsert_schedule(s)) for s in specs]
     finally:
         store.close()
+    results = [{"job": job, "result": "refused" if w.held_by else w.outcome, "owner": w.held_by}
+               for job, w in written]
     if args.json:
         print(json.dumps(results))
     else:
         for row in results:
-            print(f"claimschedule/{row['job']} {row['result']}")
-    return 0
+            held = f" (the job belongs to {row['owner']})" if row["owner"] else ""
+            print(f"claimschedule/{row['job']} {row['result']}{held}")
+    return 1 if any(row["owner"] for row in results) else 0
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:
@@ -468,6 +471,11 @@ def parser() -> argparse.ArgumentParser:
         default=30.0,
         help="seconds to run at least (default 30); it runs on until the kill "
         "and the pause have played out",
+    )
+    demo.add_argument(
+        "--keep", type=float, nargs="?", const=0.0, default=None, metavar="SECONDS",
+        help="after the verdict, print the embedded database's DSN and keep it up for "
+        "`claimsched web` until Ctrl-C or SIGTERM (or SECONDS)",
     )
     return top
 

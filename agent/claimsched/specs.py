@@ -185,7 +185,9 @@ _CRD_FIELDS = {
     "retryOnFailure": "retry_on_failure",
     "maxRuntimeSeconds": "max_runtime_seconds",
 }
-_CRD_ONLY = {"jobName", "suspend", "suspendUntil", "suspendReason", "databaseRef"}
+# Read by the operator, not stored in job_schedule: where the row lives, and when to alert.
+_CRD_ONLY = {"jobName", "suspend", "suspendUntil", "suspendReason", "databaseRef",
+             "startingDeadlineSeconds", "failureThreshold", "recoveryThreshold"}
 
 
 def from_claimschedule(doc: Any, *, source: Source = "operator") -> JobSpec:

@@ -70,7 +70,8 @@ def row(now: datetime, **changes: Any) -> dict[str, Any]:
         "last_claimed_by": None, "last_started_at": None, "last_finished_at": None,
         "last_error": None, "last_successful_time": None, "active_runs": 0,
         "orphaned_current": 0, "orphaned_day": 0, "failed_day": 0, "exhausted_day": 0,
-        "live_agents": 1, "durability": "standalone",
+        "live_agents": 1, "active_since": START, "latest_occurrence": None,
+        "consecutive_failures": 0, "consecutive_successes": 0, "durability": "standalone",
     }
     values.update(changes)
     return values

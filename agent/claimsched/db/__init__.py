@@ -1,6 +1,6 @@
 """Everything that talks to Postgres. The only package that imports psycopg."""
 
-from .connection import checked_schema, compose, connect, redact_dsn, redact_text
+from .connection import checked_schema, compose, connect, dsn_parses, redact_dsn, redact_text
 from .listener import NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener, Poller
 from .migrations import SCHEMA_VERSION, ensure_partitions, maintain, migrate, schema_version
 from .owned import OwnedSchedules
@@ -21,6 +21,7 @@ __all__ = [
     "checked_schema",
     "compose",
     "connect",
+    "dsn_parses",
     "ensure_partitions",
     "maintain",
     "migrate",

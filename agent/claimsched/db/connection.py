@@ -196,3 +196,12 @@ def make_pool(
         name=name,
         reconnect_timeout=RECONNECT_SERIES,
     )
+
+
+def dsn_parses(dsn: str) -> bool:
+    """Whether libpq can parse `dsn` (its error would quote the DSN: say so in other words)."""
+    try:
+        conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return False
+    return True

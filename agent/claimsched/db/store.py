@@ -23,6 +23,7 @@ from ..records import (
     DatabaseIdentity,
     Housekeeping,
     Lease,
+    Written,
 )
 from ..specs import JobSpec, ScheduleRecord
 from . import migrations
@@ -219,13 +220,13 @@ class Store:
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             return [ScheduleRecord(**row) for row in cur.execute(query("load_schedules"))]
 
-    def upsert_schedule(self, spec: JobSpec) -> str:
-        """'created', 'updated' or 'unchanged' (also when a code declaration yields to another)."""
+    def upsert_schedule(self, spec: JobSpec) -> Written:
+        """Write a code declaration's or the CLI's schedule, unless another owner holds the job
+        (then `held_by` names it; see claimsched.ownership)."""
         with self.connection() as conn:
             row = conn.execute(query("upsert_schedule"), spec.row()).fetchone()
-        if row is None:
-            return "unchanged"
-        return "created" if row[1] else "updated"
+        assert row is not None
+        return Written.from_row(row, spec.source, spec.owner)
 
     def suspend_schedule(self, job_name: str, until: datetime | None,
                          reason: str | None) -> dict[str, Any]:

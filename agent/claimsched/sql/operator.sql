@@ -1,29 +1,14 @@
 -- claimsched: the statements the Kubernetes operator sends (claimsched_operator).
 -- Same format as queries.sql: `-- name: x`, a description line, then the body.
 
--- name: operator_sync_schedule
--- Write a ClaimSchedule's row unless another ClaimSchedule owns the job name. One statement:
--- `owner` is the owner before the statement, `written` whether the row changed, `created`
--- whether it is new. A row without an owner (code, CLI, or released on delete) is taken over.
-WITH before AS (
-    SELECT s.owner FROM job_schedule s WHERE s.job_name = %(job_name)s
-), written AS (
-    INSERT INTO job_schedule AS s (job_name, {spec_columns})
-    VALUES (%(job_name)s, {spec_values})
-    ON CONFLICT (job_name) DO UPDATE SET ({spec_columns}) = ROW({spec_excluded})
-    WHERE (s.owner IS NULL OR s.owner = EXCLUDED.owner)
-      AND ROW({spec_current}) IS DISTINCT FROM ROW({spec_excluded})
-    RETURNING (xmax = 0) AS created
-)
-SELECT (SELECT owner FROM before) AS owner,
-       EXISTS (SELECT 1 FROM before) AS existed,
-       EXISTS (SELECT 1 FROM written) AS written,
-       coalesce((SELECT created FROM written), false) AS created
-
 -- name: operator_release_schedule
--- A ClaimSchedule was deleted: disable its row and let go of it; runs and effects stay.
+-- A ClaimSchedule was deleted: disable its row and let go of it; runs and effects stay. The
+-- row is released (source 'operator', no owner): the next declaration of the job (a code
+-- declaration re-applied by its agents on the change's notification, the CLI, a ClaimSchedule)
+-- takes it. By owner: a ClaimSchedule owns at most one row per database, its jobName being
+-- immutable, so a delete needs no memory of which job it was.
 UPDATE job_schedule SET enabled = false, owner = NULL
-WHERE job_name = %(job_name)s AND owner = %(owner)s
+WHERE source = 'operator' AND owner = %(owner)s
 RETURNING job_name
 
 -- name: operator_status
@@ -35,6 +20,8 @@ RETURNING job_name
 -- last change; occurrences younger than catch-up window + lease may still be claimed.
 -- An occurrence happened when a scheduled or backfilled run holds its fire time (one row per
 -- fire time); a manual run is at the instant of its trigger, which is no occurrence.
+-- `latest_occurrence`: the newest occurrence with a run (for a late start). The streak: how many
+-- of the latest finished runs (done or failed, at most 100) in a row ended as the latest did.
 WITH jobs AS (
     SELECT s.job_name, s.enabled, s.active_since, s.suspend_until,
            greatest(s.active_since, s.suspend_until, now() - interval '24 hours') AS day_start,
@@ -63,7 +50,8 @@ WITH jobs AS (
            count(*) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.history_start
                               AND r.fire_time <= j.settled_end) AS seen_history,
            max(r.fire_time) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.history_start
-                                      AND r.fire_time <= j.settled_end) AS latest_seen
+                                      AND r.fire_time <= j.settled_end) AS latest_seen,
+           max(r.fire_time) FILTER (WHERE r.kind <> 'manual') AS latest_occurrence
     FROM jobs j
     JOIN job_runs r ON r.job_name = j.job_name
     WHERE r.fire_time > least(j.history_start, now() - interval '24 hours')
@@ -79,7 +67,9 @@ SELECT j.job_name, j.enabled, j.active_since, j.suspend_until, j.day_start, j.hi
        coalesce(c.exhausted_day, 0) AS exhausted_day,
        coalesce(c.seen_day, 0) AS seen_day,
        coalesce(c.seen_history, 0) AS seen_history,
-       c.latest_seen,
+       c.latest_seen, c.latest_occurrence,
+       coalesce(streak.failures, 0) AS consecutive_failures,
+       coalesce(streak.successes, 0) AS consecutive_successes,
        last.fire_time AS last_fire_time, last.status AS last_status, last.attempt AS last_attempt,
        last.claimed_by AS last_claimed_by, last.started_at AS last_started_at,
        last.finished_at AS last_finished_at, last.error AS last_error,
@@ -109,6 +99,24 @@ LEFT JOIN LATERAL (
     ORDER BY r.fire_time DESC
     LIMIT 1
 ) success ON true
+LEFT JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE w.status = 'failed') AS failures,
+           count(*) FILTER (WHERE w.status = 'done') AS successes
+    FROM (
+        SELECT latest.status,
+               bool_and(latest.status = latest.newest)
+                   OVER (ORDER BY latest.fire_time DESC) AS in_streak
+        FROM (
+            SELECT r.status, r.fire_time,
+                   first_value(r.status) OVER (ORDER BY r.fire_time DESC) AS newest
+            FROM job_runs r
+            WHERE r.job_name = j.job_name AND r.status IN ('done', 'failed')
+            ORDER BY r.fire_time DESC
+            LIMIT 100
+        ) latest
+    ) w
+    WHERE w.in_streak
+) streak ON true
 
 -- name: operator_trigger_run
 -- A claimsched.io/trigger value asks for one manual run. The trigger's key is inserted with the

@@ -60,14 +60,29 @@ FROM job_schedule
 ORDER BY job_name
 
 -- name: upsert_schedule
--- Create or replace a schedule. Code declarations never overwrite another source's row, nor
--- the suspension of their own row ({spec_upserted}: `claimsched suspend` / `resume` set it).
-INSERT INTO job_schedule AS s (job_name, {spec_columns})
-VALUES (%(job_name)s, {spec_values})
-ON CONFLICT (job_name) DO UPDATE SET ({spec_columns}) = ROW({spec_upserted})
-WHERE (EXCLUDED.source <> 'code' OR s.source = 'code')
-  AND ROW({spec_current}) IS DISTINCT FROM ROW({spec_upserted})
-RETURNING job_name, (xmax = 0) AS created
+-- Create or replace a schedule; a job has one owner (claimsched.records.Written). Every writer (a
+-- code declaration, the CLI, a ClaimSchedule through the operator) writes a new row, its own
+-- row, or a row a ClaimSchedule released; the CLI also overrides a code declaration. Nothing
+-- else: a refusal is never a silent takeover. A code declaration keeps the suspension of its
+-- own row ({spec_upserted}: `claimsched suspend` / `resume` set it).
+-- `source`/`owner`: the row's owner before the statement (NULL: no row); `written` whether
+-- the row changed, `created` whether it is new.
+WITH before AS (
+    SELECT s.source, s.owner FROM job_schedule s WHERE s.job_name = %(job_name)s
+), written AS (
+    INSERT INTO job_schedule AS s (job_name, {spec_columns})
+    VALUES (%(job_name)s, {spec_values})
+    ON CONFLICT (job_name) DO UPDATE SET ({spec_columns}) = ROW({spec_upserted})
+    WHERE (s.source = EXCLUDED.source AND s.owner IS NOT DISTINCT FROM EXCLUDED.owner
+           OR s.source = 'operator' AND s.owner IS NULL
+           OR s.source = 'code' AND EXCLUDED.source = 'cli')
+      AND ROW({spec_current}) IS DISTINCT FROM ROW({spec_upserted})
+    RETURNING (xmax = 0) AS created
+)
+SELECT (SELECT source FROM before) AS source,
+       (SELECT owner FROM before) AS owner,
+       EXISTS (SELECT 1 FROM written) AS written,
+       coalesce((SELECT created FROM written), false) AS created
 
 -- name: suspend_schedule
 -- Suspend a schedule (`claimsched suspend`): until %(until)s when given (it then resumes by
