@@ -134,6 +134,16 @@ class Gauge(_Metric):
                     return
         (self._real.labels(*key) if key else self._real).set(value)
 
+    def value(self, *labels: object) -> float | None:
+        """The value last set for these labels (served or not), None if never set."""
+        key = self._key(labels, {})
+        if self._real is None:
+            return self._values.get(key)
+        found = {tuple(s.labels.get(n, "") for n in self.labelnames): s.value
+                 for family in self._real.collect() for s in family.samples
+                 if s.name == self.name}
+        return found.get(key)
+
     def _bind(self) -> None:
         from prometheus_client import Gauge as Real
 

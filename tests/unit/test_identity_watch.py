@@ -54,5 +54,5 @@ def test_a_durability_change_is_logged_and_shown_but_is_no_failover(
 
 def test_the_durability_metric_is_one_for_the_current_durability_only() -> None:
     metrics.show_durability("asynchronous")
-    values = metrics.DURABILITY._values  # before serve(): the stand-in keeps the last values
-    assert values == {("synchronous",): 0.0, ("asynchronous",): 1.0, ("standalone",): 0.0}
+    values = {name: metrics.DURABILITY.value(name) for name in metrics.DURABILITIES}
+    assert values == {"synchronous": 0.0, "asynchronous": 1.0, "standalone": 0.0}
