@@ -40,7 +40,11 @@ COLORS = {
     "new_id": "tab:brown",
     "pg_restart": "tab:blue",
     "pg_outage": "navy",
+    "long_outage": "midnightblue",
     "skew": "tab:green",
+    "trigger": "tab:olive",
+    "backfill": "tab:cyan",
+    "freeze_in_once": "tab:pink",
     "exited": "black",
 }
 
