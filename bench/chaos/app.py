@@ -21,6 +21,7 @@ import faulthandler
 import json
 import os
 import signal
+import threading
 import time
 from typing import Any
 
@@ -139,7 +140,9 @@ def _freeze_if_asked(run: Run) -> None:
     except FileNotFoundError:
         return
     _trace(run, "frozen", pid=os.getpid())
-    os.kill(os.getpid(), signal.SIGSTOP)
+    # Stop this thread first: a SIGSTOP sent to the process is taken by its main thread, and
+    # this one would run on (long enough to commit the once() block) until that stops it too.
+    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
 
 
 def _chaos_once(

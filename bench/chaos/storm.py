@@ -943,7 +943,7 @@ class ChaosRun:
             if final.get(rid) != row:
                 found.append(f"finished run {row} is {final.get(rid)} at the end")
         self.violations.extend(found)
-        if self.violations:
+        if self.violations or os.environ.get("CHAOS_DUMP"):
             self._dump()
         logs = "\n".join(p.read_text(errors="replace") for p in self.folder.glob("*.log"))
         executed = Counter(e.kind for e in self.events if e.kind in FAULT_KINDS)
