@@ -971,7 +971,7 @@ class ChaosRun:
             "initial_skew_seconds": self.initial_skew,
             "faults_planned": [asdict(f) for f in self.faults],
             "faults_executed": [asdict(e) for e in sorted(self.events, key=lambda e: e.at)],
-            "fault_counts": {k: executed.get(k, 0) for k in FAULT_KINDS},
+            "fault_counts": {k: executed.get(k, 0) for k in FAULT_KINDS if k in self.cfg.kinds},
             "max_concurrent_faults": _max_overlap(self.events),
             "occurrences_checked": checker.stats["expected"],
             **{k: v for k, v in checker.stats.items() if k != "expected"},
