@@ -12,11 +12,14 @@ idempotency key) and writes a ledger row committed only after the block's receip
 `tail` seconds of work after the last effect. With APP_TRACE_DIR set, each handler appends its
 start and end (monotonic clock: a skewed replica's wall clock lies) to a trace file there; and a
 handler of a `freeze` job that finds the file `freeze-<job>` there inside its once() block takes
-it (renames it `frozen-<job>-<pid>`) and SIGSTOPs its own process, for the harness to resume.
+it (renames it `frozen-<job>-<pid>`) and SIGSTOPs its own process, for the harness to resume;
+a handler beginning its tail takes the file `outage-wanted` (renames it `outage-now`): the
+harness stops Postgres then.
 """
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
@@ -203,6 +206,9 @@ def _chaos_steps(run: Run, spec: dict[str, Any], period: int) -> None:
             _chaos_once(conn, run, spec, spec["once"], float(spec.get("once_sleep", 0)))
         if spec.get("after"):
             _chaos_effect(conn, run, spec["after"])
+    if spec.get("tail") and TRACE_DIR is not None:  # the harness may stop Postgres right now
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(*(os.path.join(TRACE_DIR, f"outage-{n}") for n in ("wanted", "now")))
     _work(run, float(spec.get("tail", 0)))  # work after the last effect: no database needed
 
 
