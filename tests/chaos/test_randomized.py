@@ -162,6 +162,16 @@ def test_a_consistent_history_passes_every_check() -> None:
     assert History().check() == []
 
 
+def test_a_late_completion_from_orphaned_by_the_same_attempt_passes() -> None:
+    history = History()
+    history.event("UPDATE", _row(2, 2), _row(2, 2))  # nothing changed: no finding
+    running = _row(9, 9, "running")
+    history.event("INSERT", None, running)
+    history.event("UPDATE", running, {**running, "status": "orphaned"})
+    history.event("UPDATE", {**running, "status": "orphaned"}, {**running, "status": "done"})
+    assert not [line for line in history.check() if "run ('j'" in line]
+
+
 @pytest.mark.parametrize(
     ("spoil", "expected"),
     [
@@ -174,6 +184,7 @@ def test_a_consistent_history_passes_every_check() -> None:
         (lambda h: h.starts.append(("j", T0, "r9", 1, T0)), "without being granted"),
         (lambda h: h.event("INSERT", None, _row(99, 1, "running")), "claimed twice"),
         (lambda h: h.event("UPDATE", _row(1, 1), _row(1, 1, "running")), "finished run"),
+        (lambda h: h.event("UPDATE", _row(7, 7, "pending"), _row(7, 7)), "done from pending"),
         (
             lambda h: h.event("UPDATE", _row(1, 1, "running"), _row(1, 1, "done")),
             "completed as done 2 times",
