@@ -5,7 +5,9 @@ schedule (when, what, which replica, how long) and the skewed replica's clock. W
 do in between is real concurrency, so a replay of a seed re-creates the same storm, not the same
 interleaving. Every run ends the same way: heal every fault, wait until every job caught up,
 disable the schedules, wait until nothing is left to do, stop the replicas gracefully, and check
-the invariants against the claim table, the receipts, the app's ledger and the audit trail.
+the invariants against the claim table, the receipts, the app's ledger and the audit trail (and,
+in timeline.py, those about time: Forbid runs never in progress at once, what became of handlers
+that finished while Postgres was away, receipts never committed after a later attempt began).
 
 Replay a seed: python -m bench.chaos --seed 23 --replicas 5 --jobs 20 --duration 22
 """
