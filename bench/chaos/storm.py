@@ -545,6 +545,7 @@ class ChaosRun:
     def _pg_fault(self, fault: Fault, event: Event) -> None:
         timed = fault.kind == "long_outage" and self._await_tail()
         with self.pg_lock:
+            event.at = self.now()  # the outage's window (timeline.py) begins here
             self.pg_down = True
             try:
                 if fault.kind == "pg_restart":
@@ -590,7 +591,7 @@ class ChaosRun:
                 return
             (db_now,) = self.query("SELECT now()")[0]
         except (psycopg.Error, ClaimschedError) as exc:  # Postgres may be away: so be it
-            event.detail = f"refused: {type(exc).__name__}"
+            event.detail = f"refused: {type(exc).__name__}: {str(exc)[:120]}"
             return
         period = timedelta(seconds=job["period"])
         if fault.value < 0:  # the last occurrences, most of them already ran or were skipped
