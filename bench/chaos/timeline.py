@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -48,6 +49,20 @@ class Attempt:
     def authority_end(self) -> datetime:
         """Until when it could act: its row left running, or its lease ran out, if earlier."""
         return min(self.left or NEVER, self.lease_end or NEVER)
+
+
+# (from, to, fire time, run id or attempt): an occurrence in progress, or its handler at work
+Span = tuple[datetime, datetime, datetime, int]
+
+
+def _overlapping(spans: list[Span], slack: timedelta = timedelta(0)) -> Iterator[tuple[Span, Span]]:
+    """Pairs (earlier, later) of spans of different occurrences that overlap by more than slack."""
+    widest: Span | None = None
+    for span in sorted(spans):
+        if widest is not None and widest[2] != span[2] and span[0] + slack < widest[1]:
+            yield widest, span
+        if widest is None or span[1] > widest[1]:
+            widest = span
 
 
 def _at(text: str) -> datetime:
@@ -88,7 +103,7 @@ class Timeline:
 
     def __init__(self, audit: list[tuple[Any, ...]]) -> None:
         # job -> (from, to, fire time, run id) while the run was busy
-        self.busy: dict[str, list[tuple[datetime, datetime, datetime, int]]] = defaultdict(list)
+        self.busy: dict[str, list[Span]] = defaultdict(list)
         self.attempts: dict[tuple[str, datetime, int], Attempt] = {}
         state: dict[int, dict[str, Any]] = {}
         opened: dict[int, datetime] = {}
@@ -160,22 +175,17 @@ class TimeChecks:
     # at most one run of a Forbid job in progress, by the database's own definition
     def forbid_busy(self) -> None:
         for job in self.forbid:
-            widest: tuple[datetime, datetime, datetime, int] | None = None
-            for span in sorted(self.timeline.busy[job]):
-                self.stats["forbid_busy_spans"] += 1
-                start, end, fire, rid = span
-                if widest is not None and widest[3] != rid and start < widest[1]:
-                    self.found.append(
-                        f"Forbid job {job}: runs @ {_hms(widest[2])} and @ {_hms(fire)} in "
-                        f"progress at once (the second from {_hms(start)}, the first "
-                        f"{_hms(widest[0])}..{_hms(widest[1])})"
-                    )
-                if widest is None or end > widest[1]:
-                    widest = span
+            self.stats["forbid_busy_spans"] += len(self.timeline.busy[job])
+            for first, second in _overlapping(self.timeline.busy[job]):
+                self.found.append(
+                    f"Forbid job {job}: runs @ {_hms(first[2])} and @ {_hms(second[2])} in "
+                    f"progress at once (the second from {_hms(second[0])}, the first "
+                    f"{_hms(first[0])}..{_hms(first[1])})"
+                )
 
     # no two runs' handlers of a Forbid job at work at once while each held its lease
     def forbid_handlers(self, starts: list[tuple[Any, ...]]) -> None:
-        spans: dict[str, list[tuple[datetime, datetime, datetime, int]]] = defaultdict(list)
+        spans: dict[str, list[Span]] = defaultdict(list)
         for job, fire, _agent, attempt, at in starts:
             granted = self.timeline.attempts.get((job, fire, attempt))
             if job not in self.forbid or granted is None:
@@ -183,18 +193,13 @@ class TimeChecks:
             ended = self.trace.ends.get((job, fire, attempt), (NEVER, ""))[0]
             spans[job].append((at, min(ended, granted.authority_end), fire, attempt))
         for job, found in spans.items():
-            widest = None
-            for span in sorted(found):
-                self.stats["forbid_handler_spans"] += 1
-                start, end, fire, attempt = span
-                if widest is not None and widest[2] != fire and start + SLACK < widest[1]:
-                    self.found.append(
-                        f"Forbid job {job}: handlers of the runs @ {_hms(widest[2])} (attempt "
-                        f"{widest[3]}, until {_hms(widest[1])}) and @ {_hms(fire)} (attempt "
-                        f"{attempt}, from {_hms(start)}) at work at once"
-                    )
-                if widest is None or end > widest[1]:
-                    widest = span
+            self.stats["forbid_handler_spans"] += len(found)
+            for first, second in _overlapping(found, SLACK):
+                self.found.append(
+                    f"Forbid job {job}: handlers of the runs @ {_hms(first[2])} (attempt "
+                    f"{first[3]}, until {_hms(first[1])}) and @ {_hms(second[2])} (attempt "
+                    f"{second[3]}, from {_hms(second[0])}) at work at once"
+                )
 
     # a run recorded done had a handler that succeeded; completions after the lease, counted
     def outcomes(self, by_key: dict[tuple[str, datetime], tuple[Any, ...]]) -> None:
