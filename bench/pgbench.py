@@ -37,6 +37,9 @@ RETURNING id;
 """
 
 
+_SINCE = "array_fill((SELECT max(active_since) FROM job_schedule), ARRAY[{batch}])"
+
+
 def script(kind: str, batch: int, jobs: int) -> str:
     jobs_array = _JOBS.format(jobs=jobs, batch=batch)
     fire_array = _FIRE.format(batch=batch)
@@ -50,11 +53,13 @@ def script(kind: str, batch: int, jobs: int) -> str:
         "wants": f"array_fill('running'::text, ARRAY[{batch}])",
         "reasons": f"array_fill(NULL::text, ARRAY[{batch}])",
         "latest": f"array_fill(true, ARRAY[{batch}])",
+        # prepare() gives every schedule one active_since: the version candidates carry
+        "since": _SINCE.format(batch=batch),
         "capacity": str(batch),
         "agent_id": "'pgbench'",
     }.items():
         body = body.replace(f"%({name})s", value)
-    body = re.sub(r"\b(job_runs|job_schedule)\b", r"claimsched.\1", body)
+    body = re.sub(r"\b(job_runs|job_schedule|forbid_in_progress)\b", r"claimsched.\1", body)
     return head + body + ";\n"
 
 

@@ -59,7 +59,7 @@ def run(
         records = db.execute(
             "SELECT job_name, schedule, time_zone FROM claimsched.job_schedule ORDER BY 1"
         )
-        parsed = {job: parse_schedule(expr, zone) for job, expr, zone in records}
+        parsed = {job: parse_schedule(expr, zone, job) for job, expr, zone in records}
         store = Store(db.operator_dsn, max_size=4, name="bench-operator")
         store.open()
         owned = OwnedSchedules(store)

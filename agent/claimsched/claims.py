@@ -91,7 +91,7 @@ class Planner:
         # The window bounds how far back missed occurrences are caught up; an occurrence that is
         # only a little late (inside the misfire grace) is on time, even with a window of 0.
         horizon = now - max(timedelta(seconds=record.catch_up_window_seconds), self.misfire_grace)
-        lower = max(self.cursors.get(record.job_name, horizon), horizon, record.active_since)
+        lower = max(self.cursors.get(record.job_name, horizon), horizon, record.active_from)
         due = schedule.between(lower, now, limit=MAX_PER_PASS + 1)
         if not due:
             # Nothing in (lower, now]: nothing is due before the next occurrence after `lower`.
@@ -153,7 +153,7 @@ class Planner:
                 continue
             nxt = self._quiet_until.get(name)
             if nxt is None or self._keys.get(name) != _key(record):
-                after = max(self.cursors.get(name, now), record.active_since)
+                after = max(self.cursors.get(name, now), record.active_from)
                 nxt = schedule.next_after(after)
             if nxt is not None:
                 upcoming.append(nxt)
@@ -162,4 +162,4 @@ class Planner:
 
 def _key(record: ScheduleRecord) -> tuple[str, str, datetime]:
     """What, when changed, makes a job start afresh."""
-    return (record.schedule, record.time_zone, record.active_since)
+    return (record.schedule, record.time_zone, record.active_from)

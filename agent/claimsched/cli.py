@@ -17,12 +17,13 @@ from zoneinfo import ZoneInfo
 
 from . import logs, tables, web
 from .agent import Agent
-from .db import Store, redact_dsn
+from .db import Store, Views, redact_dsn
 from .errors import ClaimschedError, ConfigurationError, InvalidSpec, UnknownJob
-from .schedules import parse_schedule
 from .settings import AgentSettings
-from .specs import load_claimschedules
+from .specs import MAX_REASON, load_claimschedules
 from .version import __version__
+from .web.model import summary
+from .web.verdict import LATE_AFTER_SECONDS, judge
 
 MAX_BACKFILL = 10_000
 
@@ -126,13 +127,18 @@ def cmd_schedules(args: argparse.Namespace) -> int:
         store.close()
     rows = []
     for record in records:
-        upcoming = record.parsed.next_after(now) if record.enabled else None
+        upcoming = record.parsed.next_after(max(now, record.active_from)) if record.enabled \
+            else None
         rows.append(
             {
                 "job": record.job_name,
                 "schedule": record.schedule,
+                "resolved": record.parsed.resolved,
                 "time_zone": record.time_zone,
                 "enabled": record.enabled,
+                "suspended": record.suspended_at(now),
+                "suspend_until": _iso(record.suspend_until),
+                "suspend_reason": record.suspend_reason,
                 "source": record.source,
                 "owner": record.owner,
                 "policy": f"{record.concurrency_policy}/{record.catch_up_policy}",
@@ -145,9 +151,45 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     _emit(
         args,
         rows,
-        ["job", "schedule", "time_zone", "enabled", "source", "policy", "next_local", "next_utc"],
+        ["job", "schedule", "resolved", "time_zone", "suspended", "suspend_until",
+         "suspend_reason", "source", "policy", "next_local", "next_utc"],
         "schedules",
     )
+    return 0
+
+
+def cmd_suspend(args: argparse.Namespace) -> int:
+    until = _instant(args.until) if args.until else None
+    if args.reason is not None and len(args.reason) > MAX_REASON:
+        raise InvalidSpec(f"suspend: --reason is longer than {MAX_REASON} characters")
+    store = _store(args)
+    try:
+        if until is not None and until <= store.db_now():
+            raise InvalidSpec(f"suspend: --until {args.until} has passed already")
+        row = store.suspend_schedule(args.job, until, args.reason)
+    finally:
+        store.close()
+    return _suspension(args, row, f"suspended {args.job}" + (
+        f" until {_iso(until)}, then it resumes by itself" if until else " until resumed"))
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    store = _store(args)
+    try:
+        row = store.resume_schedule(args.job)
+    finally:
+        store.close()
+    return _suspension(args, row, f"resumed {args.job}: occurrences from now on run, none "
+                                  "that fell while it was suspended")
+
+
+def _suspension(args: argparse.Namespace, row: dict[str, Any], said: str) -> int:
+    if args.json:
+        print(json.dumps({"job": row["job_name"], "enabled": row["enabled"],
+                          "suspend_until": _iso(row["suspend_until"]),
+                          "suspend_reason": row["suspend_reason"]}))
+    else:
+        print(said + (f" ({row['suspend_reason']})" if row["suspend_reason"] else ""))
     return 0
 
 
@@ -262,7 +304,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         if args.job not in records:
             raise UnknownJob(f"no schedule for job {args.job!r}")
         record = records[args.job]
-        occurrences = parse_schedule(record.schedule, record.time_zone).between(
+        occurrences = record.parsed.between(
             start - _tick(), end, limit=MAX_BACKFILL + 1
         )
         occurrences = [t for t in occurrences if start <= t <= end]
@@ -293,6 +335,22 @@ def _tick() -> Any:
     from datetime import timedelta
 
     return timedelta(microseconds=1)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Exit 0 when the job's last due occurrence is healthy, 2 when not (1: could not tell)."""
+    store = _store(args)
+    try:
+        found = summary(Views(store), args.job)  # the web view's reading of occurrences
+    finally:
+        store.close()
+    if found is None:
+        raise UnknownJob(f"no schedule for job {args.job!r}")
+    if found.problem is not None:
+        raise ClaimschedError(f"job {args.job}: {found.problem}")
+    health = judge(found, found.window.now, args.late_after)
+    print(json.dumps(health.json()) if args.json else health.line())
+    return 0 if health.healthy else 2
 
 
 def cmd_web(args: argparse.Namespace) -> int:
@@ -362,6 +420,22 @@ def parser() -> argparse.ArgumentParser:
         "--status", choices=["pending", "running", "done", "failed", "orphaned", "skipped"]
     )
     runs.add_argument("--limit", type=int, default=50)
+    status = add("status", cmd_status, "did JOB's last due occurrence happen? One line; exit 0 "
+                 "if healthy (done, running, skipped, due, suspended), 2 if not (failed, missed, "
+                 "late, disabled): a health check")
+    status.add_argument("job")
+    status.add_argument("--late-after", type=int, default=LATE_AFTER_SECONDS, metavar="SECONDS",
+                        help="an occurrence with no run started this long after its fire time "
+                        f"is late (default {LATE_AFTER_SECONDS})")
+    suspend = add("suspend", cmd_suspend, "suspend JOB: nothing that falls while suspended runs "
+                  "or is caught up (a ClaimSchedule's job: use its spec.suspend)")
+    suspend.add_argument("job")
+    suspend.add_argument("--until", metavar="ISO", help="resume by itself at this instant "
+                         "(ISO 8601, e.g. 2026-11-30T06:00:00Z; no zone: UTC)")
+    suspend.add_argument("--reason", metavar="TEXT", help="why, for whoever looks (shown by "
+                         "schedules, status and the web view)")
+    add("resume", cmd_resume, "resume JOB from now on; what fell while suspended never runs"
+        ).add_argument("job")
     add("agents", cmd_agents, "list agents and whether they are alive")
     add("trigger", cmd_trigger, "queue one manual run of JOB now").add_argument("job")
     backfill = add("backfill", cmd_backfill, "queue the occurrences of JOB between FROM and TO")
@@ -381,6 +455,11 @@ def parser() -> argparse.ArgumentParser:
         default=30.0,
         help="seconds to run at least (default 30); it runs on until the kill "
         "and the pause have played out",
+    )
+    demo.add_argument(
+        "--keep", type=float, nargs="?", const=0.0, default=None, metavar="SECONDS",
+        help="after the verdict, print the embedded database's DSN and keep it up for "
+        "`claimsched web` until Ctrl-C or SIGTERM (or SECONDS)",
     )
     return top
 

@@ -7,12 +7,21 @@ items is ``*`` or ``?``, alone or with a step of 1 (``*``, ``?``, ``*/1``, ``*,1
 ``1-31`` are restrictions. So ``0 0 1 * */1`` runs on the 1st, ``0 0 *,15 * MON`` on Mondays, and
 ``0 0 */2 * MON`` on odd days and on Mondays.
 
+Hashed fields (Jenkins and croniter write them so): ``H`` stands for one value derived from the
+job's name, ``H(a-b)`` for one within a range, ``H/n`` (and ``H(a-b)/n``) for a step with a hashed
+offset in ``[0, n)``. The value comes from sha256 of the job name and the field's index, so every
+replica, release and restart derives the same one, and 500 jobs written ``H 2 * * *`` spread over
+the hour. `resolve` writes them out as plain fields (``H/15`` -> ``7-59/15``): the resolved
+expression is what runs, and what is shown. Bare ``H`` in day-of-month takes 1-28, so it fires in
+every month.
+
 Bad input of any kind raises `InvalidSchedule` naming the field, and quotes at most the first
 characters of what it was given.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -37,6 +46,10 @@ DESCRIPTORS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 
                 "@hourly": "0 * * * *"}
 _ITEM = re.compile(
     r"(?P<start>[*?]|[0-9A-Za-z]+)(?:-(?P<end>[0-9A-Za-z]+))?(?:/(?P<step>[0-9]+))?")
+_HASHED = re.compile(
+    r"H(?:\((?P<start>[0-9A-Za-z]+)-(?P<end>[0-9A-Za-z]+)\))?(?:/(?P<step>[0-9]+))?",
+    re.IGNORECASE)
+_HASHED_HIGH = (59, 23, 28, 12, 6)  # where a bare 'H' ends: day 28 occurs in every month
 _DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
 _DURATION_UNITS = (86_400, 3600, 60, 1)
 _LONGEST_DURATION = timedelta.max // timedelta(seconds=1)
@@ -93,6 +106,77 @@ def parse_rule(expression: object) -> Cron | Every:
         raise InvalidSchedule(f"invalid schedule: expected a string, got {kind}",
                               field="expression")
     return _parse_rule(" ".join(expression.split()))  # one key, and one message, per rule
+
+
+def resolve(expression: str, job_name: str | None) -> str:
+    """The expression with its hashed fields (``H``, ``H(a-b)``, ``H/n``) written out for this
+    job; any other expression unchanged but for its whitespace, normalised."""
+    return _resolve(" ".join(expression.split()), job_name)
+
+
+@lru_cache(maxsize=4096)
+def _resolve(expression: str, job_name: str | None) -> str:
+    words = expression.split()
+    if any(len(word) > _LONGEST_FIELD for word in words):
+        return expression  # parse_rule names the problem
+    if not any(item.startswith(("H", "h")) for word in words for item in word.split(",")):
+        return expression
+    if words[0].startswith("@"):
+        name = "@every" if words[0].lower() == "@every" else "descriptor"
+        raise _invalid(expression, f"'H' (a hashed field) is for the 5 cron fields, not for "
+                       f"{quoted(words[0])}", name)
+    if len(words) != 5:
+        return expression  # parse_rule names the problem
+    if not job_name:
+        hashed = next(index for index, word in enumerate(words)
+                      if any(item.startswith(("H", "h")) for item in word.split(",")))
+        raise _invalid(expression, f"{_FIELDS[hashed]} field {quoted(words[hashed])}: 'H' (a "
+                       "hashed field) takes its value from the job name, and there is none here",
+                       _FIELDS[hashed])
+    return " ".join(
+        ",".join(_hashed_item(expression, index, text, item, job_name)
+                 for item in text.split(","))
+        for index, text in enumerate(words))
+
+
+def _hashed_item(expression: str, index: int, text: str, item: str, job_name: str) -> str:
+    """One item of a field, written out if it is hashed: ``H`` -> a value,
+    ``H(a-b)`` -> a value in a-b, ``H/n`` / ``H(a-b)/n`` -> ``first-last/n``."""
+    if not item.startswith(("H", "h")):
+        return item
+    name, (low, high), names = _FIELDS[index], _BOUNDS[index], _NAMES[index]
+
+    def bad(problem: str) -> InvalidSchedule:
+        return _invalid(expression, f"{name} field {quoted(text)} {problem}", name)
+
+    match = _HASHED.fullmatch(item)
+    if match is None:
+        raise bad(f"has {quoted(item)}: write a hashed field as H, H(a-b), H/n or H(a-b)/n")
+
+    def value(token: str) -> int:
+        number = _whole(token) if token.isdigit() else names.get(token.upper())
+        if number is None:
+            raise bad(f"has {quoted(token)} in {quoted(item)}, not a number{_NAME_HINTS[index]}")
+        if not low <= number <= high:
+            raise bad(f"has {quoted(item)}, out of range {low}-{high}")
+        return number
+
+    start, end, step_text = match.group("start", "end", "step")
+    if start is None:
+        first, last = low, (_HASHED_HIGH if step_text is None else _OPEN_HIGH)[index]
+    else:
+        first, last = value(start), value(end)
+        if first > last:
+            raise bad(f"has a range that runs backwards ({quoted(item)})")
+    digest = hashlib.sha256(f"{job_name}\x00{index}".encode()).digest()
+    hashed = int.from_bytes(digest[:8], "big")
+    if step_text is None:
+        return str(first + hashed % (last - first + 1))
+    step = _whole(step_text)
+    if step < 1:
+        raise bad("has a step of 0; use 1 or more")
+    offset = hashed % min(step, last - first + 1)
+    return f"{first + offset}-{last}/{step}"
 
 
 def _invalid(expression: str, detail: str, name: str) -> InvalidSchedule:

@@ -137,6 +137,12 @@ FIRE_TO_START = Histogram(
     ("job",),
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
+RUN_DURATION = Histogram(
+    "claimsched_run_duration_seconds",
+    "How long a handler ran, by how it ended (done or failed), seconds",
+    ("job", "status"),
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200),
+)
 LEASE_RENEWALS = Counter("claimsched_lease_renewals", "Leases renewed by heartbeats")
 LEASES_LOST = Counter("claimsched_leases_lost", "Leases found lost (fenced out)", ("job",))
 RECLAIMS = Counter("claimsched_reclaims", "Runs taken over (orphans, retries, requests)", ("job",))

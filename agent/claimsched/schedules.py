@@ -14,7 +14,8 @@ Daylight saving time:
   occurrence: twice in a repeated hour, never in a skipped one.
 
 ``@every <duration>`` fires at the Unix epoch plus whole multiples of the duration, whatever the
-time zone. The expressions themselves, and which days a cron expression names, are in `cron`.
+time zone. The expressions themselves, which days a cron expression names, and how hashed fields
+(``H``) take their values from the job name, are in `cron`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from itertools import pairwise
 from weakref import WeakValueDictionary
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from claimsched.cron import Cron, Every, parse_duration, parse_rule, quoted
+from claimsched.cron import Cron, Every, parse_duration, parse_rule, quoted, resolve
 from claimsched.errors import UnknownTimeZone
 
 __all__ = ["Schedule", "parse_duration", "parse_schedule", "validate_time_zone"]
@@ -65,17 +66,25 @@ def validate_time_zone(name: str) -> ZoneInfo:
         raise UnknownTimeZone(f"unknown time zone {quoted(name)}") from error
 
 
-def parse_schedule(expression: str, time_zone: str = "UTC") -> Schedule:
-    """Parse a cron expression, a descriptor or ``@every <duration>`` in an IANA time zone."""
-    return Schedule(expression, time_zone)
+def parse_schedule(expression: str, time_zone: str = "UTC", job_name: str | None = None
+                   ) -> Schedule:
+    """Parse a cron expression, a descriptor or ``@every <duration>`` in an IANA time zone; a
+    hashed field (``H``) takes its value from ``job_name``."""
+    return Schedule(expression, time_zone, job_name)
 
 
 @dataclass(frozen=True)
 class Schedule:
-    """When a job fires: an expression (stripped) in an IANA time zone. Immutable, hashable."""
+    """When a job fires: an expression (stripped) in an IANA time zone. Immutable, hashable.
+
+    ``resolved`` is the expression that runs: the same, but with hashed fields (``H``) written
+    out for ``job_name``. Schedules with equal expressions and zones are equal when their resolved
+expressions are."""
 
     expression: str
     time_zone: str = "UTC"
+    job_name: str | None = field(default=None, compare=False)
+    resolved: str = field(init=False)
     _rule: Cron | Every = field(init=False, repr=False, compare=False)
     _zone: ZoneInfo = field(init=False, repr=False, compare=False)
     _days: _Days = field(init=False, repr=False, compare=False)
@@ -85,7 +94,8 @@ class Schedule:
         if isinstance(expression, str):
             expression = expression.strip()
             object.__setattr__(self, "expression", expression)
-        rule = parse_rule(expression)
+            object.__setattr__(self, "resolved", resolve(expression, self.job_name))
+        rule = parse_rule(self.resolved if isinstance(expression, str) else expression)
         zone = validate_time_zone(self.time_zone)
         object.__setattr__(self, "_rule", rule)
         object.__setattr__(self, "_zone", zone)

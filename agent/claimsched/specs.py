@@ -11,6 +11,7 @@ from typing import Any, Literal, get_args
 from .errors import ClaimschedError, ConfigurationError, InvalidSpec
 from .schedules import Schedule, parse_schedule
 
+MAX_REASON = 1024  # characters of a suspend reason
 JOB_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,126}[A-Za-z0-9])?$")
 
 ConcurrencyPolicy = Literal["Forbid", "Allow", "Replace"]
@@ -55,7 +56,7 @@ class JobSpec:
     """
 
     job_name: str  # the job's key: letters, digits, '_', '.', '-'
-    schedule: str  # 5-field cron, a descriptor (@daily...) or @every <duration>
+    schedule: str  # 5-field cron (H for a value hashed from the name), a descriptor or @every
     time_zone: str = "UTC"  # IANA time zone the cron fields are read in
     enabled: bool = True  # False suspends the job (no runs, no catch-up)
     lease_seconds: int = 120  # claim validity, seconds
@@ -68,6 +69,9 @@ class JobSpec:
     max_runtime_seconds: int | None = None  # fail runs longer than this, seconds
     source: Source = "code"  # who declared it
     owner: str | None = None  # namespace/name of the ClaimSchedule, if any
+    suspend_reason: str | None = None  # why it is suspended, for people (at most 1024 chars)
+    suspend_until: datetime | None = None  # suspended until then (enabled stays True): nothing
+    #                                        at or before it runs; it resumes by itself
 
     def __post_init__(self) -> None:
         problems = self._problems()
@@ -78,7 +82,7 @@ class JobSpec:
                 f"heartbeat_seconds ({self.heartbeat_seconds}) must be at most a third of "
                 f"lease_seconds ({self.lease_seconds})"
             )
-        parse_schedule(self.schedule, self.time_zone)
+        self.parsed  # noqa: B018  # raises InvalidSchedule / UnknownTimeZone
 
     def _problems(self) -> list[str]:
         problems = []
@@ -89,6 +93,12 @@ class JobSpec:
                 problems.append(f"{name}: expected a string, got {getattr(self, name)!r}")
         if self.owner is not None and not isinstance(self.owner, str):
             problems.append(f"owner: expected a string or nothing, got {self.owner!r}")
+        reason = self.suspend_reason
+        if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON):
+            problems.append(f"suspend_reason: expected text of at most {MAX_REASON} characters")
+        until = self.suspend_until
+        if until is not None and (not isinstance(until, datetime) or until.utcoffset() is None):
+            problems.append(f"suspend_until: expected an instant with a time zone, got {until!r}")
         for name in ("enabled", "retry_on_failure"):
             if not isinstance(getattr(self, name), bool):
                 problems.append(f"{name}: expected true or false, got {getattr(self, name)!r}")
@@ -108,9 +118,14 @@ class JobSpec:
                 )
         return problems
 
+    def suspended_at(self, now: datetime) -> bool:
+        """Suspended (or disabled) at ``now``: off, or inside a suspension with an end."""
+        return not self.enabled or (self.suspend_until is not None and self.suspend_until > now)
+
     @property
     def parsed(self) -> Schedule:
-        return parse_schedule(self.schedule, self.time_zone)
+        """The schedule, its hashed fields (``H``) resolved for this job's name."""
+        return parse_schedule(self.schedule, self.time_zone, self.job_name)
 
     def row(self) -> dict[str, Any]:
         """Every field by name: the parameters of the statements that write a schedule."""
@@ -130,11 +145,21 @@ class ScheduleRecord(JobSpec):
             if not isinstance(getattr(self, name), datetime):
                 raise InvalidSpec(f"{name}: expected a datetime, got {getattr(self, name)!r}")
 
+    @property
+    def active_from(self) -> datetime:
+        """Occurrences at or before this never run: the later of `active_since` and the end
+        of a suspension (the claim statement draws the same line)."""
+        until = self.suspend_until
+        return self.active_since if until is None else max(self.active_since, until)
+
 
 _SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(JobSpec))
 #: The job_schedule columns a spec writes (every field but the key), in one order: the SQL's
 #: column lists are made from it (claimsched.db.queries).
 SPEC_COLUMNS = tuple(f.name for f in dataclasses.fields(JobSpec) if f.name != "job_name")
+#: The columns of a suspension: set by `claimsched suspend` / `resume` on a code declaration's
+#: row, which a code declaration (the app restarting) never changes back.
+SUSPENSION_COLUMNS = ("enabled", "suspend_reason", "suspend_until")
 _OPTIONAL = frozenset(f.name for f in dataclasses.fields(JobSpec) if f.default is None)
 _REQUIRED = ("job_name", "schedule")
 
@@ -160,7 +185,9 @@ _CRD_FIELDS = {
     "retryOnFailure": "retry_on_failure",
     "maxRuntimeSeconds": "max_runtime_seconds",
 }
-_CRD_ONLY = {"jobName", "suspend", "databaseRef"}
+# Read by the operator, not stored in job_schedule: where the row lives, and when to alert.
+_CRD_ONLY = {"jobName", "suspend", "suspendUntil", "suspendReason", "databaseRef",
+             "startingDeadlineSeconds", "failureThreshold", "recoveryThreshold"}
 
 
 def from_claimschedule(doc: Any, *, source: Source = "operator") -> JobSpec:
@@ -181,13 +208,35 @@ def from_claimschedule(doc: Any, *, source: Source = "operator") -> JobSpec:
         raise InvalidSpec("a ClaimSchedule needs metadata.name or spec.jobName")
     namespace = metadata.get("namespace") or "default"
     fields = {ours: spec[theirs] for theirs, ours in _CRD_FIELDS.items() if theirs in spec}
+    suspend = spec.get("suspend", False)
+    until = _suspend_until(spec.get("suspendUntil"))
+    if until is not None and suspend is not True:
+        raise InvalidSpec("suspendUntil: needs suspend: true (it says when the suspension ends)")
     return job_spec(
         job_name=name,
-        enabled=not spec.get("suspend", False),
+        enabled=not suspend or until is not None,
+        suspend_until=until,
+        suspend_reason=spec.get("suspendReason") if suspend else None,
         source=source,
         owner=f"{namespace}/{metadata.get('name', name)}",
         **fields,
     )
+
+
+def _suspend_until(value: object) -> datetime | None:
+    """spec.suspendUntil: an RFC 3339 instant (YAML may already have made it a datetime)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(text := value)
+        except ValueError:
+            raise InvalidSpec(f"suspendUntil: {text[:64]!r} is not an RFC 3339 instant, e.g. "
+                              "2026-11-30T06:00:00Z") from None
+    if not isinstance(value, datetime) or value.utcoffset() is None:
+        raise InvalidSpec(f"suspendUntil: expected an RFC 3339 instant with a zone (Z or "
+                          f"+01:00), got {value!r}")
+    return value
 
 
 def load_claimschedules(path: Path, *, source: Source = "cli") -> list[JobSpec]:

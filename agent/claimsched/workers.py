@@ -136,6 +136,7 @@ class Workers:
         )
         run.log.debug("run started", extra={"action": "start"})
         status, error = "done", None
+        began = time.monotonic()
         try:
             result = self._call(handler, run)
             if result is not None:
@@ -143,6 +144,7 @@ class Workers:
         except BaseException as exc:  # the handler's failure is data, not our crash
             status, error = "failed", describe(exc)
             run.log.warning("run failed: %s", error, extra={"action": "fail"})
+        metrics.RUN_DURATION.labels(lease.job_name, status).observe(time.monotonic() - began)
         backoff = min(self._backoff_base * 2 ** max(lease.attempt - 1, 0), 300.0)
         self._done.put(Completion(lease, status, error, backoff))  # type: ignore[arg-type]
         with self._lock:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from claimsched.schedules import Schedule
 from claimsched.specs import JobSpec
 
 from . import conditions
-from .status import Observation
+from .status import Alerting, Observation
 
 # How long the conditions this process wrote outrank those on the body it was handed: longer
 # than a watch event takes to bring our own patch back, shorter than a peering pause.
@@ -28,6 +28,8 @@ class Entry:
     database: str  # key of databases.Databases
     spec: JobSpec | None
     schedule: Schedule | None = None
+    alerting: Alerting = field(default_factory=Alerting)
+    failing_before: bool = False  # status.failing as the spec was read (seeds the hysteresis)
 
 
 class Catalog:

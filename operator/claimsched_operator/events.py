@@ -62,6 +62,15 @@ def transitions(
         found.append(Event(WARNING, "Missed", (
             f"job {job}: {status.missed_runs.total - old_missed} occurrence(s) never ran"
             + (f" (latest {when})" if when else ""))))
+    if status.late and old.get("late") is not True:
+        found.append(Event(WARNING, "Late", (
+            f"job {job}: the occurrence of {status.late_fire_time} has not started within "
+            "startingDeadlineSeconds; it is counted missed if it never runs")))
+    if status.failing and old.get("failing") is not True:
+        found.append(Event(WARNING, "FailingRepeatedly", (
+            f"job {job}: {status.consecutive_failures} run(s) in a row failed")))
+    if not status.failing and old.get("failing") is True:
+        found.append(Event(NORMAL, "Recovered", f"job {job}: runs succeed again"))
     available = status.live_agents > 0
     if not available and new.enabled and agents_were_available is not False:
         found.append(Event(WARNING, "NoLiveAgent", (

@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
@@ -24,9 +25,10 @@ from . import conditions, events, metrics, peering, triggers
 from .catalog import Catalog, Entry
 from .conditions import AGENTS_AVAILABLE, READY, SYNCED, condition
 from .databases import DEFAULT, Database, read_secret_dsn, secret_key
-from .models import ClaimScheduleSpec, ConditionStatus
+from .models import ClaimScheduleSpec, ConditionStatus, rfc3339
 from .runtime import Memo, Runtime
 from .settings import RETRY_DELAY_SECONDS
+from .status import Alerting
 
 log = logging.getLogger("claimsched.operator.handlers")
 
@@ -34,7 +36,7 @@ RESOURCE = ("claimsched.io", "v1alpha1", "claimschedules")
 STORAGE_PREFIX = "operator.claimsched.io"
 STATUS_FIELDS = ("nextFireTime", "nextFireTimes", "lastFireTime", "lastSuccessfulTime",
                  "lastRun", "activeRuns", "orphanedRuns", "failedRuns", "missedRuns",
-                 "liveAgents")
+                 "liveAgents", "late", "lateFireTime", "consecutiveFailures", "failing")
 
 registry = kopf.OperatorRegistry()
 Wanted = tuple[str, ConditionStatus, str, str]
@@ -162,7 +164,12 @@ async def reconcile(
         found.set(condition(SYNCED, False, "DatabaseUnavailable", str(exc)),
                   condition(READY, False, "DatabaseUnavailable", str(exc)))
         raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY_SECONDS) from exc
-    runtime.catalog.put(Entry(owner, job, database.name, job_spec, job_spec.parsed))
+    schedule = job_spec.parsed
+    patch.status["resolvedSchedule"] = schedule.resolved
+    alerting = Alerting(parsed.starting_deadline_seconds, parsed.failure_threshold,
+                        parsed.recovery_threshold)
+    runtime.catalog.put(Entry(owner, job, database.name, job_spec, schedule, alerting,
+                              status.get("failing") is True))
     _synced(body, job_spec, synced.outcome, found)
     logger.info("job %s synced: %s", job, synced.outcome)
     await triggers.request(database.owned, body, patch, job, logger)
@@ -221,7 +228,7 @@ def publish(
     wanted = [condition(AGENTS_AVAILABLE, live > 0, "AgentsAvailable" if live else "NoLiveAgent",
                         f"{live} live agent(s) handle job {entry.job_name}")]
     if found.status_of(SYNCED) == "True":
-        wanted.append(_ready(entry.spec.enabled, live > 0, entry.job_name))
+        wanted.append(_ready(entry.spec, live > 0, datetime.now(UTC)))
     found.set(*wanted)
     for event in events.transitions(entry.job_name, status, observed, memo.observed,
                                     None if agents_before is None else agents_before == "True"):
@@ -251,17 +258,25 @@ async def _database(runtime: Runtime, namespace: str | None,
 def _synced(body: kopf.Body, spec: JobSpec, outcome: Outcome, found: Conditions) -> None:
     """Conditions, metrics and an Event (when something changed) for a row written."""
     metrics.SCHEDULES_SYNCED.labels(outcome).inc()
-    message = (f"job {spec.job_name} runs {spec.schedule} in {spec.time_zone}"
-               + (" (suspended)" if not spec.enabled else ""))
+    resolved = spec.parsed.resolved
+    shown = spec.schedule if resolved == spec.schedule else f"{spec.schedule} (= {resolved})"
+    message = (f"job {spec.job_name} runs {shown} in {spec.time_zone}"
+               + (" (suspended)" if not spec.enabled else "")
+               + (f" (suspended until {rfc3339(spec.suspend_until)})"
+                  if spec.enabled and spec.suspend_until else ""))
     found.set(condition(SYNCED, True, "Synced", message),
-              _ready(spec.enabled, found.status_of(AGENTS_AVAILABLE) != "False", spec.job_name))
+              _ready(spec, found.status_of(AGENTS_AVAILABLE) != "False", datetime.now(UTC)))
     if outcome != "unchanged" or found.status_of(SYNCED) != "True":
         events.post(body, events.Event(events.NORMAL, "Synced", f"{message}: row {outcome}"))
 
 
-def _ready(enabled: bool, agents: bool, job: str) -> Wanted:
-    if not enabled:
-        return condition(READY, True, "Suspended", f"job {job} is suspended")
+def _ready(spec: JobSpec, agents: bool, now: datetime) -> Wanted:
+    job = spec.job_name
+    if spec.suspended_at(now):
+        until = f" until {rfc3339(spec.suspend_until)}" if spec.enabled and spec.suspend_until \
+            else ""
+        reason = f": {spec.suspend_reason}" if spec.suspend_reason else ""
+        return condition(READY, True, "Suspended", f"job {job} is suspended{until}{reason}")
     if not agents:
         return condition(READY, False, "NoLiveAgent", f"no live agent has a handler for {job}")
     return condition(READY, True, "Ready", f"job {job} is scheduled and handled")
@@ -275,6 +290,7 @@ def _invalid(runtime: Runtime, body: kopf.Body, owner: str, job: str, exc: Excep
            if c.get("type") == READY]
     found.set(condition(SYNCED, False, "InvalidSpec", message),
               condition(READY, False, reason, message))
+    found.patch.status["resolvedSchedule"] = None
     prior = runtime.catalog.get(owner)  # keep its database: delete releases what was ours
     runtime.catalog.put(Entry(owner, job, prior.database if prior else DEFAULT, None))
     metrics.INVALID_SPECS.labels(reason).inc()

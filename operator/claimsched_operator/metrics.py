@@ -1,15 +1,18 @@
 """Prometheus metrics of the operator, in their own registry, served on the metrics port.
 
-Per ClaimSchedule, the gauges the Helm chart's PrometheusRule alerts on (labels `namespace`,
-`claimschedule` and `job_name`, as the chart's README documents them):
-claimsched_operator_missed_runs, claimsched_operator_failed_runs,
-claimsched_operator_orphaned_runs and claimsched_operator_schedules_without_agents."""
+Per ClaimSchedule, the gauges the Helm chart's PrometheusRule alerts on and its Grafana
+dashboard shows (labels `namespace`, `claimschedule` and `job_name`, as the chart's README
+documents them): claimsched_operator_missed_runs, claimsched_operator_failed_runs,
+claimsched_operator_orphaned_runs, claimsched_operator_schedules_without_agents,
+claimsched_operator_late, claimsched_operator_consecutive_failures,
+claimsched_operator_failing and claimsched_operator_last_success_timestamp_seconds."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 from dataclasses import dataclass
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -73,7 +76,35 @@ WITHOUT_AGENTS = Gauge(
     SCHEDULE_LABELS,
     registry=REGISTRY,
 )
-_PER_SCHEDULE = (MISSED_RUNS, FAILED_RUNS, ORPHANED_RUNS, WITHOUT_AGENTS)
+LATE = Gauge(
+    "claimsched_operator_late",
+    "1 while an occurrence is older than spec.startingDeadlineSeconds and has not started "
+    "(status.late), else 0.",
+    SCHEDULE_LABELS,
+    registry=REGISTRY,
+)
+CONSECUTIVE_FAILURES = Gauge(
+    "claimsched_operator_consecutive_failures",
+    "Finished runs in a row, the latest first, that failed (status.consecutiveFailures).",
+    SCHEDULE_LABELS,
+    registry=REGISTRY,
+)
+FAILING = Gauge(
+    "claimsched_operator_failing",
+    "1 from spec.failureThreshold failed runs in a row until spec.recoveryThreshold "
+    "successful ones (status.failing), else 0.",
+    SCHEDULE_LABELS,
+    registry=REGISTRY,
+)
+LAST_SUCCESS = Gauge(
+    "claimsched_operator_last_success_timestamp_seconds",
+    "Fire time of the latest successful run (status.lastSuccessfulTime), Unix seconds; absent "
+    "until one succeeded. Time since: time() - this.",
+    SCHEDULE_LABELS,
+    registry=REGISTRY,
+)
+_PER_SCHEDULE = (MISSED_RUNS, FAILED_RUNS, ORPHANED_RUNS, WITHOUT_AGENTS, LATE,
+                 CONSECUTIVE_FAILURES, FAILING, LAST_SUCCESS)
 
 
 @dataclass(frozen=True)
@@ -84,6 +115,10 @@ class ScheduleNumbers:
     failed_runs: int
     orphaned_runs: int
     without_agents: bool
+    late: bool
+    consecutive_failures: int
+    failing: bool
+    last_success: datetime | None
 
 
 class ScheduleSeries:
@@ -101,6 +136,14 @@ class ScheduleSeries:
                 FAILED_RUNS.labels(*key).set(n.failed_runs)
                 ORPHANED_RUNS.labels(*key).set(n.orphaned_runs)
                 WITHOUT_AGENTS.labels(*key).set(1 if n.without_agents else 0)
+                LATE.labels(*key).set(1 if n.late else 0)
+                CONSECUTIVE_FAILURES.labels(*key).set(n.consecutive_failures)
+                FAILING.labels(*key).set(1 if n.failing else 0)
+                if n.last_success is not None:
+                    LAST_SUCCESS.labels(*key).set(n.last_success.timestamp())
+                else:
+                    with contextlib.suppress(KeyError):
+                        LAST_SUCCESS.remove(*key)
                 self._exported.add(key)
 
     def keep_only(self, keys: set[tuple[str, str, str]]) -> None:

@@ -39,6 +39,15 @@ class ClaimScheduleSpec(_Camel):
     job_name: str | None = Field(None, alias="jobName", description="Job name in the database.")
     suspend: bool = Field(False, description="No new occurrences while true.")
     database_ref: DatabaseRef | None = Field(None, alias="databaseRef", description="DSN Secret.")
+    starting_deadline_seconds: int | None = Field(
+        None, alias="startingDeadlineSeconds", ge=1, le=2678400,
+        description="Seconds after its fire time an occurrence may start before it is Late.")
+    failure_threshold: int = Field(
+        3, alias="failureThreshold", ge=1, le=100,
+        description="Consecutive failed runs that make the schedule failing.")
+    recovery_threshold: int = Field(
+        1, alias="recoveryThreshold", ge=1, le=100,
+        description="Consecutive successful runs that clear failing.")
 
 
 class Condition(_Camel):
@@ -92,3 +101,7 @@ class ObservedStatus(_Camel):
     failed_runs: FailedRuns = Field(alias="failedRuns")
     missed_runs: MissedRuns = Field(alias="missedRuns")
     live_agents: int = Field(0, alias="liveAgents")
+    late: bool = False
+    late_fire_time: str | None = Field(None, alias="lateFireTime")
+    consecutive_failures: int = Field(0, alias="consecutiveFailures")
+    failing: bool = False

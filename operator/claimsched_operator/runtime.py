@@ -51,10 +51,12 @@ class Runtime:
             schedules = {e.job_name: e.schedule for e in entries if e.schedule is not None}
             previous = {e.job_name: seen for e in entries
                         if (seen := self.catalog.observation(e)) is not None}
+            alerting = {e.job_name: (e.alerting, e.failing_before) for e in entries}
             started = time.monotonic()
             try:
                 observed = status.refresh(
-                    database.owned, schedules, self.counter, self.config.retention_days, previous
+                    database.owned, schedules, self.counter, self.config.retention_days,
+                    previous, alerting,
                 )
             except ClaimschedError as exc:
                 log.warning("status refresh of database %s failed: %s", key, exc,
@@ -138,6 +140,10 @@ def _numbers(observed: status.Observation) -> metrics.ScheduleNumbers:
         failed_runs=s.failed_runs.last24h,
         orphaned_runs=s.orphaned_runs.current,
         without_agents=observed.enabled and s.live_agents == 0,
+        late=s.late,
+        consecutive_failures=s.consecutive_failures,
+        failing=s.failing,
+        last_success=observed.last_success,
     )
 
 

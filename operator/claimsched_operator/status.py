@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from claimsched.db import OwnedSchedules, redact_text
@@ -20,6 +20,16 @@ NEXT_FIRE_TIMES = 5
 
 
 @dataclass(frozen=True)
+class Alerting:
+    """A ClaimSchedule's alert settings: spec.startingDeadlineSeconds (None: no deadline),
+    spec.failureThreshold and spec.recoveryThreshold."""
+
+    starting_deadline_seconds: int | None = None
+    failure_threshold: int = 3
+    recovery_threshold: int = 1
+
+
+@dataclass(frozen=True)
 class Observation:
     """One job's row of the aggregate query, and the status derived from it."""
 
@@ -28,6 +38,7 @@ class Observation:
     exhausted_day: int
     enabled: bool
     inputs: tuple[Any, ...] = field(default=(), repr=False, compare=False)  # what status is of
+    last_success: datetime | None = None  # fire time of the latest done run
 
 
 class OccurrenceCounter:
@@ -146,13 +157,22 @@ def observe(
     schedule: Schedule,
     counter: OccurrenceCounter,
     previous: Observation | None = None,
+    alerting: Alerting = Alerting(),
+    failing_before: bool = False,
 ) -> Observation:
     """The status of one job from its row of the aggregate query. When everything the status
     is made of is as at the previous refresh (most jobs, most of the time), that observation is
-    returned as it is: nothing is built or validated again."""
+    returned as it is: nothing is built or validated again. `failing_before` is whether the
+    resource's status said failing, for the first observation after a start."""
     now: datetime = row["db_now"]
+    late = _late(row, schedule, alerting.starting_deadline_seconds)
+    was_failing = previous.status.failing if previous is not None else failing_before
+    failing = int(row["consecutive_successes"]) < alerting.recovery_threshold if was_failing \
+        else int(row["consecutive_failures"]) >= alerting.failure_threshold
     job: str = row["job_name"]
-    upcoming = counter.upcoming(job, schedule, now) if row["enabled"] else []
+    resumes = row["suspend_until"]
+    upcoming = counter.upcoming(job, schedule, max(now, resumes) if resumes else now) \
+        if row["enabled"] else []
     end: datetime = row["settled_end"]
     expected_day = counter.count(job, "day", schedule, row["day_start"], end)
     expected_all = counter.count(job, "all", schedule, row["history_start"], end)
@@ -165,7 +185,7 @@ def observe(
             row["latest_seen"] is None or latest > row["latest_seen"]
         ):
             last_missed = rfc3339(latest)  # the newest settled occurrence has no run
-    inputs = (upcoming, missed_day, missed_all, last_missed,
+    inputs = (upcoming, missed_day, missed_all, last_missed, late, failing,
               *(row[column] for column in _STATUS_COLUMNS))
     if previous is not None and previous.inputs == inputs:
         return previous
@@ -195,16 +215,36 @@ def observe(
             last24h=missed_day, total=missed_all, last_missed_time=last_missed
         ),
         live_agents=int(row["live_agents"]),
+        late=late is not None,
+        late_fire_time=_time(late),
+        consecutive_failures=int(row["consecutive_failures"]),
+        failing=failing,
     )
-    return Observation(job, status, int(row["exhausted_day"]), bool(row["enabled"]), inputs)
+    return Observation(job, status, int(row["exhausted_day"]), bool(row["enabled"]), inputs,
+                       row["last_successful_time"])
 
 
 # The columns of the aggregate row that a status is built from (besides the counts).
 _STATUS_COLUMNS = (
-    "enabled", "active_runs", "orphaned_current", "orphaned_day", "failed_day", "exhausted_day",
+    "enabled", "suspend_until", "active_runs", "orphaned_current", "orphaned_day", "failed_day",
+    "exhausted_day",
     "last_fire_time", "last_status", "last_attempt", "last_claimed_by", "last_started_at",
     "last_finished_at", "last_error", "last_successful_time", "live_agents",
+    "consecutive_failures",
 )
+
+
+def _late(row: Mapping[str, Any], schedule: Schedule, deadline: int | None) -> datetime | None:
+    """The newest occurrence more than `deadline` seconds old when no run holds it (nor any
+    later occurrence): a start that is late. Occurrences before the schedule became active, or
+    while it was suspended, are never late."""
+    if deadline is None or not row["enabled"]:
+        return None
+    due = schedule.latest_at_or_before(row["db_now"] - timedelta(seconds=deadline))
+    if due is None or due <= max(t for t in (row["active_since"], row["suspend_until"]) if t):
+        return None
+    started = row["latest_occurrence"]
+    return due if started is None or started < due else None
 
 
 def _time(t: datetime | None) -> str | None:
@@ -217,9 +257,11 @@ def refresh(
     counter: OccurrenceCounter,
     retention_days: int,
     previous: Mapping[str, Observation] | None = None,
+    alerting: Mapping[str, tuple[Alerting, bool]] | None = None,
 ) -> dict[str, Observation]:
     """Observe every job of one database with one statement; `previous` is what the last
-    refresh observed (unchanged jobs keep their observation)."""
+    refresh observed (unchanged jobs keep their observation), `alerting` each job's alert
+    settings and whether its resource's status said failing (default: none, and no)."""
     if not schedules:
         return {}
     rows = owned.status_rows(sorted(schedules), retention_days)
@@ -229,5 +271,7 @@ def refresh(
         schedule = schedules.get(row["job_name"])
         if schedule is None:
             continue
-        found[row["job_name"]] = observe(row, schedule, counter, before.get(row["job_name"]))
+        settings, failing = (alerting or {}).get(row["job_name"], (Alerting(), False))
+        found[row["job_name"]] = observe(row, schedule, counter, before.get(row["job_name"]),
+                                         settings, failing)
     return found

@@ -125,10 +125,11 @@ def test_prometheus_rule_alerts_on_the_operators_documented_metrics() -> None:
     rules = one(docs, "PrometheusRule")["spec"]["groups"][0]["rules"]
     exprs = {rule["alert"]: rule["expr"] for rule in rules}
     expected = {
-        "ClaimschedMissedRuns": "claimsched_operator_missed_runs",
-        "ClaimschedFailedRuns": "claimsched_operator_failed_runs",
-        "ClaimschedOrphanedRuns": "claimsched_operator_orphaned_runs",
-        "ClaimschedNoLiveAgent": "claimsched_operator_schedules_without_agents",
+        "ClaimScheduleLate": "claimsched_operator_late",
+        "ClaimScheduleFailingRepeatedly": "claimsched_operator_failing",
+        "ClaimScheduleMissed": "claimsched_operator_missed_runs",
+        "ClaimScheduleOrphanedRuns": "claimsched_operator_orphaned_runs",
+        "ClaimScheduleNoLiveAgent": "claimsched_operator_schedules_without_agents",
     }
     assert exprs.keys() == expected.keys()
     readme = (CHART / "README.md").read_text()
@@ -138,6 +139,8 @@ def test_prometheus_rule_alerts_on_the_operators_documented_metrics() -> None:
         # Prometheus keeps its own template syntax: the chart must not have eaten it.
         rule = next(r for r in rules if r["alert"] == alert)
         assert "{{ $labels.namespace }}" in rule["annotations"]["description"]
+        assert rule["expr"].startswith("max by (namespace, claimschedule) ("), "per schedule"
+    assert "claimsched_operator_consecutive_failures" in exprs["ClaimScheduleFailingRepeatedly"]
 
 
 def test_service_monitor_and_rule_are_only_rendered_when_asked_for() -> None:

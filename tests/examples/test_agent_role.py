@@ -18,6 +18,7 @@ import pytest
 from psycopg import errors, sql
 
 from claimsched.db import Store
+from claimsched.tools.processes import python_path
 from tests.helpers.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,7 +98,7 @@ def test_example_app_runs_with_the_least_privilege_role(
         "EXPIRE_CARTS_SCHEDULE": "@every 2s",
         "POD_NAME": "shop-worker-0",
         "POD_NAMESPACE": "shop",
-        "PYTHONPATH": os.pathsep.join([str(APP_DIR), str(REPO)]),
+        "PYTHONPATH": python_path(APP_DIR, REPO),
     })
     with open(log, "wb") as sink:
         process = subprocess.Popen(

@@ -238,6 +238,7 @@ def test_metrics_are_served_on_the_opt_in_port(dsn: str, agents: list[Agent]) ->
     text = wait_for(lambda: "claimsched_runs_total" in scrape() and scrape(), what="metrics")
     assert 'claimsched_claims_total{job="tick",outcome="claimed"}' in text
     assert "claimsched_fire_to_start_seconds_bucket" in text
+    assert 'claimsched_run_duration_seconds_count{job="tick",status="done"}' in text
 
 
 def test_configuration_mistakes_are_clear_errors(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:

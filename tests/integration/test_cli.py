@@ -57,9 +57,28 @@ def test_apply_writes_every_claimschedule_and_schedules_lists_next_fire_times(
     assert "nightly-report unchanged" in out
 
 
+def test_schedules_shows_hashed_fields_resolved_for_the_job(
+    dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hashed = ("kind: ClaimSchedule\nmetadata: {name: daily_report}\n"
+              "spec: {schedule: 'H 2 * * *', timeZone: Europe/Berlin}")
+    code, _, err = _apply(tmp_path, hashed, dsn, capsys)
+    assert code == 0, err
+    code, out, _ = run(capsys, "schedules", "--dsn", dsn, "--json")
+    row, = json.loads(out)
+    assert (row["schedule"], row["resolved"]) == ("H 2 * * *", "44 2 * * *")
+    assert row["next_local"][11:16] == "02:44"
+    code, out, _ = run(capsys, "schedules", "--dsn", dsn)
+    assert "44 2 * * *" in out
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
+        (
+            "kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: 'H(30-10) * * * *'}",
+            "minute field 'H(30-10)' has a range that runs backwards",
+        ),
         (
             "kind: ClaimSchedule\nmetadata: {name: x}\nspec: {schedule: '61 * * * *'}",
             "minute field '61'",

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import selectors
+import signal
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,13 +17,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from claimsched.db import Store
+from claimsched.db import Store, Views
 from claimsched.schedules import parse_schedule
 from claimsched.tools.demo import app
 from claimsched.tools.demo.fleet import Fleet
 from claimsched.tools.demo.observations import LogTail, Observations, effects_by_key
 from claimsched.tools.demo.runner import DEMO_SCHEMA, prepare
 from claimsched.tools.demo.verdict import verdict
+from claimsched.web import make_server
 from tests.helpers.polling import wait_for
 
 
@@ -31,6 +36,27 @@ def _demo(*args: str, cwd: Path, timeout: float = 240) -> tuple[int, dict[str, A
     )
     summary = json.loads(result.stdout) if result.stdout.strip() else None
     return result.returncode, summary, result.stderr
+
+
+def _first_line(process: subprocess.Popen[str], timeout: float) -> str:
+    """The first line the process writes to stdout, waiting at most `timeout` seconds."""
+    assert process.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        if not selector.select(timeout):
+            pytest.fail(f"no output from the demo within {timeout}s")
+    return process.stdout.readline()
+
+
+def _get_json(port: int, path: str) -> Any:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        assert response.status == 200, (path, response.status)
+        return json.loads(response.read())
+    finally:
+        conn.close()
 
 
 def _assert_held(code: int, summary: dict[str, Any] | None, stderr: str) -> dict[str, Any]:
@@ -188,3 +214,65 @@ def test_the_replica_table_counts_the_runs_each_replica_starts(dsn: str, tmp_pat
     assert {key for key, owners in seen.owners.items() if owners.get(1) == "r1"} >= {
         (r["job_name"], r["fire_time"]) for r in done if r["attempt"] == 1
     }
+
+
+@pytest.mark.slow
+def test_the_kept_demo_database_shows_the_kill_in_the_web_view_until_sigterm(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMSCHED_")}
+    errors = tmp_path / "demo.stderr"
+    with errors.open("w") as stderr:
+        demo = subprocess.Popen(
+            [sys.executable, "-m", "claimsched.cli", "demo", "--json", "--duration", "8",
+             "--keep"],
+            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=stderr, text=True,
+        )
+    try:
+        line = _first_line(demo, timeout=200)
+        assert line, errors.read_text()[-3000:]
+        wait_for(lambda: "watch it in a browser: claimsched web --dsn" in errors.read_text(),
+                 "the demo's hint to run claimsched web", timeout=30, log=errors)
+        summary = _assert_held(0, json.loads(line), errors.read_text())
+        database = summary["database"]
+        assert database["embedded"] and database["kept"]
+        store = Store(database["dsn"], schema=database["schema"], max_size=2)
+        server = make_server(Views(store), "127.0.0.1", 0)
+        serving = threading.Thread(target=server.serve_forever, name="web")
+        serving.start()
+        try:
+            port = int(server.server_address[1])
+            overview = _get_json(port, "/api/schedules")
+            killed = summary["faults"]["killed"]
+            timeline = _get_json(port, f"/api/schedules/{killed['job']}")["timeline"]
+        finally:
+            server.shutdown()
+            serving.join(timeout=10)
+            server.server_close()
+            store.close()
+        shown = {s["job"]: s["recent"]["counts"] for s in overview["schedules"]}
+        assert set(shown) == set(app.SCHEDULES)
+        assert all(counts["done"] + counts["reclaimed"] > 0 for counts in shown.values()), shown
+        classes = {o["fire_time"]: o["class"] for o in timeline["occurrences"]}
+        killed_at = datetime.fromisoformat(killed["fire_time"]).astimezone(UTC).isoformat()
+        assert classes[killed_at] == "reclaimed", "the kill shows as orphaned, then reclaimed"
+        assert demo.poll() is None, "--keep: the demo waits after its verdict"
+        demo.send_signal(signal.SIGTERM)
+        code = demo.wait(timeout=60)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        assert demo.stdout is not None
+        demo.stdout.close()
+    assert code == 0, "SIGTERM ends the wait; the exit code is the verdict's"
+    assert _gone(summary["processes"]["postgres"])
+    assert not Path(database["data_dir"]).exists()
+    assert _cmdlines_mentioning(database["data_dir"]) == []
+
+
+def test_keep_is_refused_with_a_dsn_of_ones_own(dsn: str, tmp_path: Path) -> None:
+    code, summary, stderr = _demo("--dsn", dsn, "--keep", "5", cwd=tmp_path, timeout=60)
+    assert code == 1 and summary is None
+    assert "--keep keeps the embedded database up" in stderr and "Traceback" not in stderr
+    assert "--schema claimsched_demo" in stderr

@@ -106,9 +106,19 @@ def test_the_overview_counts_are_the_database_runs_of_its_window(web: Web, dsn: 
     nightly = jobs["nightly"]["recent"]["counts"]
     assert nightly["missed"] >= 3 and nightly["done"] == 5 and nightly["reclaimed"] == 1
     assert jobs["paused"]["state"] == "suspended" and jobs["paused"]["next_fire"] is None
+    assert (jobs["paused"]["verdict"], jobs["fast"]["verdict"]) == ("suspended", "running")
     assert jobs["nightly"]["description"] == "At 02:00, every day"
     assert jobs["nightly"]["next_fire"]["local"][11:16] == "02:00"
     assert jobs["nightly"]["live_agents"] == 1 and jobs["paused"]["live_agents"] == 0
+
+
+def test_a_hashed_schedule_shows_its_resolved_expression(web: Web, dsn: str) -> None:
+    sql(dsn, "INSERT INTO job_schedule (job_name, schedule) VALUES ('daily_report', 'H 2 * * *')")
+    data = web.json("/api/schedules/daily_report")
+    assert (data["schedule"], data["resolved_schedule"]) == ("H 2 * * *", "44 2 * * *")
+    assert data["description"] == "At 02:44, every day" and data["problem"] is None
+    status, _, body = web.request("/schedules/daily_report")
+    assert status == 200 and b'data-resolved="44 2 * * *"' in body
 
 
 def test_a_schedule_timeline_counts_its_runs_and_its_missed_occurrences(

@@ -20,7 +20,8 @@ CRD_PATH = ROOT / "crds" / "claimschedule.yaml"
 EXAMPLES = sorted((ROOT / "examples" / "claimschedules").glob("*.yaml"))
 DEFAULTS = {"timeZone": "UTC", "suspend": False, "concurrencyPolicy": "Forbid",
             "catchUpWindowSeconds": 3600, "catchUpPolicy": "Latest", "leaseSeconds": 120,
-            "heartbeatSeconds": 30, "maxAttempts": 3, "retryOnFailure": False}
+            "heartbeatSeconds": 30, "maxAttempts": 3, "retryOnFailure": False,
+            "failureThreshold": 3, "recoveryThreshold": 1}
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +100,10 @@ def test_printer_columns_read_the_status(crd: Crd) -> None:
     assert columns["Agents"]["jsonPath"] == ".status.liveAgents"
     assert columns["Next"]["type"] == "date"
     wide = {name for name, c in columns.items() if c.get("priority") == 1}
-    assert wide == {"TimeZone", "Missed", "Failed", "Ready"}
+    assert wide == {"Suspend Until", "Suspend Reason", "Resolved", "TimeZone", "Missed", "Failed",
+                    "Ready", "Failing", "Late"}
+    assert columns["Failing"]["jsonPath"] == ".status.failing"
+    assert columns["Late"]["jsonPath"] == ".status.late"
 
 
 def test_defaults_are_applied_where_the_parent_exists(crd: Crd) -> None:

@@ -1,5 +1,5 @@
 """The running operator's endpoints: /healthz, /readyz (the default database) and /metrics,
-with the per-ClaimSchedule gauges that the Helm chart's alerts use."""
+with the per-ClaimSchedule gauges that the Helm chart's alerts use, and the alert Events."""
 
 from __future__ import annotations
 
@@ -11,19 +11,21 @@ from pathlib import Path
 import kubernetes
 import psycopg
 from bench.chaos.harness import replicas
+from tests.helpers.kube_emulator import Served
 from tests.helpers.polling import wait_for
 
-from conftest import Operator, claimschedule, create, delete, sample, status
+from conftest import Operator, claimschedule, create, delete, events, sample, status
 
 PER_SCHEDULE = ("claimsched_operator_missed_runs", "claimsched_operator_failed_runs",
                 "claimsched_operator_orphaned_runs",
-                "claimsched_operator_schedules_without_agents")
+                "claimsched_operator_schedules_without_agents", "claimsched_operator_late",
+                "claimsched_operator_consecutive_failures", "claimsched_operator_failing")
 FAST = {"leaseSeconds": 5, "heartbeatSeconds": 1, "catchUpWindowSeconds": 1}
 
 
 def test_probes_follow_the_default_database_and_metrics_report_each_schedule(
-        api: kubernetes.client.CustomObjectsApi, operator: Operator, server_dsn: str,
-        template_db: str, tmp_path: Path) -> None:
+        api: kubernetes.client.CustomObjectsApi, operator: Operator, served: Served,
+        server_dsn: str, template_db: str, tmp_path: Path) -> None:
     name = f"late_{os.getpid()}_{secrets.token_hex(3)}"
     late_dsn = psycopg.conninfo.make_conninfo(server_dsn, dbname=name)
     operator.dsn = late_dsn  # a database that does not exist yet
@@ -36,19 +38,21 @@ def test_probes_follow_the_default_database_and_metrics_report_each_schedule(
             conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
         wait_for(lambda: operator.get("/readyz") == 200, "ready once the database is up",
                  log=operator.log)
-        scenario(api, operator, late_dsn, tmp_path)
+        scenario(api, operator, served, late_dsn, tmp_path)
     finally:
         operator.kill()
         with psycopg.connect(server_dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def scenario(api: kubernetes.client.CustomObjectsApi, operator: Operator, dsn: str,
-             tmp_path: Path) -> None:
-    # lonely: nobody handles it (missed, no agents); flaky: fails every time; slow: its only
-    # agent is killed mid-run and the run stays orphaned (another agent reaps it, none takes it).
+def scenario(api: kubernetes.client.CustomObjectsApi, operator: Operator, served: Served,
+             dsn: str, tmp_path: Path) -> None:
+    # lonely: nobody handles it (missed, no agents, late past its starting deadline); flaky:
+    # fails every time (failing from 2 in a row); slow: its only agent is killed mid-run and the
+    # run stays orphaned (another agent reaps it, none takes it).
+    alerts = {"lonely": {"startingDeadlineSeconds": 1}, "flaky": {"failureThreshold": 2}}
     for job in ("lonely", "flaky", "slow"):
-        create(api, claimschedule(job, "@every 2s", **FAST))
+        create(api, claimschedule(job, "@every 2s", **FAST, **alerts.get(job, {})))
     (tmp_path / "slow").mkdir()
     (tmp_path / "flaky").mkdir()
     with replicas(dsn, tmp_path / "slow", [{"name": "slow", "sleep": 30}]) as slow, \
@@ -70,6 +74,11 @@ def scenario(api: kubernetes.client.CustomObjectsApi, operator: Operator, dsn: s
             ("claimsched_operator_schedules_without_agents", "flaky"): lambda v: v == 0,
             ("claimsched_operator_orphaned_runs", "slow"): lambda v: v == 1,
             ("claimsched_operator_schedules_without_agents", "slow"): lambda v: v == 1,
+            ("claimsched_operator_late", "lonely"): lambda v: v == 1,
+            ("claimsched_operator_late", "flaky"): lambda v: v == 0,  # no deadline: never
+            ("claimsched_operator_consecutive_failures", "flaky"): lambda v: v >= 2,
+            ("claimsched_operator_failing", "flaky"): lambda v: v == 1,
+            ("claimsched_operator_failing", "slow"): lambda v: v == 0,
         }
         for (metric, job), check in expected.items():
             wait_for(lambda m=metric, j=job, c=check: (v := value(m, j)) is not None and c(v),
@@ -81,6 +90,17 @@ def scenario(api: kubernetes.client.CustomObjectsApi, operator: Operator, dsn: s
                                    ("lonely", "missedRuns", "last24h", lambda v: v >= 1)):
         wait_for(lambda j=job, f=field, k=sub, c=check: c(status(api, j)[f][k]),
                  f"{field}.{sub} of {job}", log=operator.log)
+    wait_for(lambda: status(api, "flaky").get("failing") is True, "flaky failing",
+             log=operator.log)
+    assert status(api, "flaky")["consecutiveFailures"] >= 2
+    wait_for(lambda: status(api, "lonely").get("late") is True, "lonely late", log=operator.log)
+    assert status(api, "lonely")["lateFireTime"]
+    assert status(api, "slow").get("failing") is False and status(api, "slow")["late"] is False
+    wait_for(lambda: events(served, "FailingRepeatedly", "flaky"), "a FailingRepeatedly Event",
+             log=operator.log)
+    wait_for(lambda: events(served, "Late", "lonely"), "a Late Event", log=operator.log)
+    assert len(events(served, "FailingRepeatedly", "flaky")) == 1, "only on the transition"
+    assert not events(served, "Recovered")
 
     metrics = operator.metrics()
     names = {metric for metric, _ in metrics}

@@ -45,6 +45,8 @@ def test_invalid_specs_missing_agents_triggers_restart_and_delete(
     operator.start()
     create(api, claimschedule("bad-zone", "@daily", timeZone="Mars/Olympus"))
     create(api, claimschedule("bad-cron", "61 * * * *"))
+    create(api, claimschedule("bad-hash", "H(30-10) * * * *"))
+    create(api, claimschedule("hashed", "H H(1-4) * * *"))
     create(api, claimschedule("lonely", "@every 1s", leaseSeconds=5, heartbeatSeconds=1,
                               catchUpWindowSeconds=1))
     wait_for(lambda: schedule_row(store, "lonely"), "lonely's row", log=operator.log)
@@ -53,12 +55,19 @@ def test_invalid_specs_missing_agents_triggers_restart_and_delete(
     ready = {name: wait_for(lambda n=name: (c := condition(api, n, "Ready"))
                             and c["status"] == "False" and c, f"Ready=False on {name}",
                             log=operator.log)
-             for name in ("bad-zone", "bad-cron", "copycat")}
+             for name in ("bad-zone", "bad-cron", "bad-hash", "copycat")}
     assert ready["bad-zone"]["reason"] == "UnknownTimeZone"
     assert ready["bad-cron"]["reason"] == "InvalidSchedule"
+    assert ready["bad-hash"]["reason"] == "InvalidSchedule"
+    assert "minute field 'H(30-10)'" in ready["bad-hash"]["message"]
+    hashed = wait_for(lambda: status(api, "hashed").get("resolvedSchedule"),
+                      "hashed's resolved schedule", log=operator.log)
+    assert hashed == "2 2 * * *"
+    synced = condition(api, "hashed", "Synced")
+    assert synced is not None and "runs H H(1-4) * * * (= 2 2 * * *)" in synced["message"]
     assert ready["copycat"]["reason"] == "OwnerConflict"
     assert {e["involvedObject"]["name"] for e in events(served, "Invalid")} == {
-        "bad-zone", "bad-cron", "copycat"}
+        "bad-zone", "bad-cron", "bad-hash", "copycat"}
     assert schedule_row(store, "lonely") == ("@every 1s", True, "default/lonely")
 
     # Nobody handles "lonely": AgentsAvailable=False, NoLiveAgent once, missed runs counted.
@@ -89,7 +98,22 @@ def test_invalid_specs_missing_agents_triggers_restart_and_delete(
     patch(api, "lonely", {"spec": {"suspend": True}})
     wait_for(lambda: schedule_row(store, "lonely") == ("@every 1s", False, "default/lonely"),
              "the row to be suspended", log=operator.log)
-    patch(api, "lonely", {"spec": {"suspend": False, "schedule": "@every 2s"}})
+    patch(api, "lonely", {"spec": {"suspendUntil": "2099-01-01T00:00:00Z",
+                                   "suspendReason": "quarter close"}})
+    wait_for(lambda: (c := condition(api, "lonely", "Ready")) and "2099" in c["message"],
+             "Ready to say until when", log=operator.log)
+    ready = condition(api, "lonely", "Ready")
+    assert ready is not None and ready["reason"] == "Suspended"
+    assert ready["message"] == ("job lonely is suspended until 2099-01-01T00:00:00Z: "
+                                "quarter close")
+    with store.connection() as conn:
+        assert conn.execute("SELECT enabled, suspend_until::text, suspend_reason FROM "
+                            "job_schedule WHERE job_name = 'lonely'").fetchone() == (
+            True, "2099-01-01 00:00:00+00", "quarter close")
+    wait_for(lambda: status(api, "lonely")["nextFireTime"] == "2099-01-01T00:00:01Z",
+             "the next fire after the suspension", log=operator.log)
+    patch(api, "lonely", {"spec": {"suspend": False, "schedule": "@every 2s",
+                                   "suspendUntil": None, "suspendReason": None}})
     wait_for(lambda: schedule_row(store, "lonely") == ("@every 2s", True, "default/lonely"),
              "the row to follow the spec", log=operator.log)
     delete(api, "lonely")

@@ -62,7 +62,7 @@ def test_forget_drops_a_job() -> None:
 
 def row(now: datetime, **changes: Any) -> dict[str, Any]:
     values: dict[str, Any] = {
-        "job_name": "job", "enabled": True, "db_now": now,
+        "job_name": "job", "enabled": True, "suspend_until": None, "db_now": now,
         "day_start": max(START, now - timedelta(hours=24)), "history_start": START,
         "settled_end": now,
         "seen_day": 0, "seen_history": 0, "latest_seen": None,
@@ -70,7 +70,8 @@ def row(now: datetime, **changes: Any) -> dict[str, Any]:
         "last_claimed_by": None, "last_started_at": None, "last_finished_at": None,
         "last_error": None, "last_successful_time": None, "active_runs": 0,
         "orphaned_current": 0, "orphaned_day": 0, "failed_day": 0, "exhausted_day": 0,
-        "live_agents": 1,
+        "live_agents": 1, "active_since": START, "latest_occurrence": None,
+        "consecutive_failures": 0, "consecutive_successes": 0,
     }
     values.update(changes)
     return values

@@ -7,17 +7,29 @@ from importlib import resources
 
 from psycopg import sql
 
-from ..specs import SPEC_COLUMNS
+from ..specs import SPEC_COLUMNS, SUSPENSION_COLUMNS
 
 #: Placeholders a query may use for the columns a schedule's spec writes (JobSpec's fields but
 #: the job name), so that the list is written once, in specs.py, and never drifts:
 #: {spec_columns} the column names, {spec_values} their %(name)s parameters, {spec_excluded}
-#: and {spec_current} the same columns of EXCLUDED and of the row `s`.
+#: and {spec_current} the same columns of EXCLUDED and of the row `s`; {spec_upserted} those of
+#: EXCLUDED, but a code declaration keeps the row's suspension (SUSPENSION_COLUMNS).
+
+
+def _upserted(column: str) -> sql.Composable:
+    new = sql.Identifier("excluded", column)
+    if column not in SUSPENSION_COLUMNS:
+        return new
+    return sql.SQL("CASE WHEN excluded.source = 'code' THEN {} ELSE {} END").format(
+        sql.Identifier("s", column), new)
+
+
 SPEC_LISTS = {
     "spec_columns": sql.SQL(", ").join(map(sql.Identifier, SPEC_COLUMNS)),
     "spec_values": sql.SQL(", ").join(map(sql.Placeholder, SPEC_COLUMNS)),
     "spec_excluded": sql.SQL(", ").join(sql.Identifier("excluded", c) for c in SPEC_COLUMNS),
     "spec_current": sql.SQL(", ").join(sql.Identifier("s", c) for c in SPEC_COLUMNS),
+    "spec_upserted": sql.SQL(", ").join(map(_upserted, SPEC_COLUMNS)),
 }
 
 

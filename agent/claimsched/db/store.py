@@ -14,7 +14,7 @@ import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
 
-from ..errors import UnknownJob
+from ..errors import InvalidSpec, UnknownJob
 from ..health import retry_conflicts
 from ..records import Candidate, ClaimResult, Completion, Housekeeping, Lease
 from ..specs import JobSpec, ScheduleRecord
@@ -162,6 +162,29 @@ class Store:
         if row is None:
             return "unchanged"
         return "created" if row[1] else "updated"
+
+    def suspend_schedule(self, job_name: str, until: datetime | None,
+                         reason: str | None) -> dict[str, Any]:
+        """Suspend a job until `until` (it resumes by itself) or until resumed; the row as it
+        is now. UnknownJob when there is none; InvalidSpec when a ClaimSchedule owns it."""
+        return self._suspension("suspend_schedule",
+                                {"job_name": job_name, "until": until, "reason": reason})
+
+    def resume_schedule(self, job_name: str) -> dict[str, Any]:
+        """Resume a job from now on (nothing that fell while suspended runs); the row now."""
+        return self._suspension("resume_schedule", {"job_name": job_name})
+
+    def _suspension(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        job = params["job_name"]
+        with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            row = cur.execute(query(name), params).fetchone()
+            if row is not None:
+                return row
+            owner = cur.execute(query("schedule_owner"), {"job_name": job}).fetchone()
+        if owner is None:
+            raise UnknownJob(f"no schedule for job {job!r}")
+        raise InvalidSpec(f"job {job!r} belongs to ClaimSchedule {owner['owner']}: set "
+                          "spec.suspend (and suspendUntil, suspendReason) there")
 
     def disable_schedule(self, job_name: str) -> bool:
         with self.connection() as conn:

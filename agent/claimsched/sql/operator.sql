@@ -34,11 +34,13 @@ RETURNING job_name
 -- last change; occurrences younger than catch-up window + lease may still be claimed.
 -- An occurrence happened when a scheduled or backfilled run holds its fire time (one row per
 -- fire time); a manual run is at the instant of its trigger, which is no occurrence.
+-- `latest_occurrence`: the newest occurrence with a run (for a late start). The streak: how many
+-- of the latest finished runs (done or failed, at most 100) in a row ended as the latest did.
 WITH jobs AS (
-    SELECT s.job_name, s.enabled, s.active_since,
-           greatest(s.active_since, now() - interval '24 hours') AS day_start,
-           greatest(s.active_since, now() - make_interval(days => %(retention_days)s))
-               AS history_start,
+    SELECT s.job_name, s.enabled, s.active_since, s.suspend_until,
+           greatest(s.active_since, s.suspend_until, now() - interval '24 hours') AS day_start,
+           greatest(s.active_since, s.suspend_until,
+                    now() - make_interval(days => %(retention_days)s)) AS history_start,
            CASE WHEN s.enabled
                 THEN now() - make_interval(secs => s.catch_up_window_seconds + s.lease_seconds)
                 ELSE least(s.updated_at,
@@ -62,14 +64,16 @@ WITH jobs AS (
            count(*) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.history_start
                               AND r.fire_time <= j.settled_end) AS seen_history,
            max(r.fire_time) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.history_start
-                                      AND r.fire_time <= j.settled_end) AS latest_seen
+                                      AND r.fire_time <= j.settled_end) AS latest_seen,
+           max(r.fire_time) FILTER (WHERE r.kind <> 'manual') AS latest_occurrence
     FROM jobs j
     JOIN job_runs r ON r.job_name = j.job_name
     WHERE r.fire_time > least(j.history_start, now() - interval '24 hours')
        OR r.status IN ('running', 'orphaned')
     GROUP BY j.job_name
 )
-SELECT j.job_name, j.enabled, j.active_since, j.day_start, j.history_start, j.settled_end,
+SELECT j.job_name, j.enabled, j.active_since, j.suspend_until, j.day_start, j.history_start,
+       j.settled_end,
        coalesce(c.active_runs, 0) AS active_runs,
        coalesce(c.orphaned_current, 0) AS orphaned_current,
        coalesce(c.orphaned_day, 0) AS orphaned_day,
@@ -77,7 +81,9 @@ SELECT j.job_name, j.enabled, j.active_since, j.day_start, j.history_start, j.se
        coalesce(c.exhausted_day, 0) AS exhausted_day,
        coalesce(c.seen_day, 0) AS seen_day,
        coalesce(c.seen_history, 0) AS seen_history,
-       c.latest_seen,
+       c.latest_seen, c.latest_occurrence,
+       coalesce(streak.failures, 0) AS consecutive_failures,
+       coalesce(streak.successes, 0) AS consecutive_successes,
        last.fire_time AS last_fire_time, last.status AS last_status, last.attempt AS last_attempt,
        last.claimed_by AS last_claimed_by, last.started_at AS last_started_at,
        last.finished_at AS last_finished_at, last.error AS last_error,
@@ -106,6 +112,24 @@ LEFT JOIN LATERAL (
     ORDER BY r.fire_time DESC
     LIMIT 1
 ) success ON true
+LEFT JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE w.status = 'failed') AS failures,
+           count(*) FILTER (WHERE w.status = 'done') AS successes
+    FROM (
+        SELECT latest.status,
+               bool_and(latest.status = latest.newest)
+                   OVER (ORDER BY latest.fire_time DESC) AS in_streak
+        FROM (
+            SELECT r.status, r.fire_time,
+                   first_value(r.status) OVER (ORDER BY r.fire_time DESC) AS newest
+            FROM job_runs r
+            WHERE r.job_name = j.job_name AND r.status IN ('done', 'failed')
+            ORDER BY r.fire_time DESC
+            LIMIT 100
+        ) latest
+    ) w
+    WHERE w.in_streak
+) streak ON true
 
 -- name: operator_trigger_run
 -- A claimsched.io/trigger value asks for one manual run. The trigger's key is inserted with the

@@ -24,13 +24,36 @@ FROM job_schedule
 ORDER BY job_name
 
 -- name: upsert_schedule
--- Create or replace a schedule. Code declarations never overwrite another source's row.
+-- Create or replace a schedule. Code declarations never overwrite another source's row, nor
+-- the suspension of their own row ({spec_upserted}: `claimsched suspend` / `resume` set it).
 INSERT INTO job_schedule AS s (job_name, {spec_columns})
 VALUES (%(job_name)s, {spec_values})
-ON CONFLICT (job_name) DO UPDATE SET ({spec_columns}) = ROW({spec_excluded})
+ON CONFLICT (job_name) DO UPDATE SET ({spec_columns}) = ROW({spec_upserted})
 WHERE (EXCLUDED.source <> 'code' OR s.source = 'code')
-  AND ROW({spec_current}) IS DISTINCT FROM ROW({spec_excluded})
+  AND ROW({spec_current}) IS DISTINCT FROM ROW({spec_upserted})
 RETURNING job_name, (xmax = 0) AS created
+
+-- name: suspend_schedule
+-- Suspend a schedule (`claimsched suspend`): until %(until)s when given (it then resumes by
+-- itself; the row stays enabled and the claim skips what falls before it), else until resumed.
+-- A row a ClaimSchedule owns is left alone: its spec decides. Returns the row as it is now.
+UPDATE job_schedule
+SET enabled = %(until)s::timestamptz IS NOT NULL, suspend_until = %(until)s,
+    suspend_reason = %(reason)s
+WHERE job_name = %(job_name)s AND (source <> 'operator' OR owner IS NULL)
+RETURNING job_name, enabled, suspend_until, suspend_reason, updated_at
+
+-- name: resume_schedule
+-- Resume a suspended schedule (`claimsched resume`) from now on: nothing that fell while it
+-- was suspended runs (the trigger moves active_since). A ClaimSchedule's row is left alone.
+UPDATE job_schedule
+SET enabled = true, suspend_until = NULL, suspend_reason = NULL
+WHERE job_name = %(job_name)s AND (source <> 'operator' OR owner IS NULL)
+RETURNING job_name, enabled, suspend_until, suspend_reason, updated_at
+
+-- name: schedule_owner
+-- Who declared a job's schedule, to say why it was left alone; no row: no schedule.
+SELECT source, owner FROM job_schedule WHERE job_name = %(job_name)s
 
 -- name: disable_schedule
 -- Suspend a schedule for good (the operator's delete): history stays.
@@ -56,7 +79,8 @@ WITH cand AS (
            s.lease_seconds, s.heartbeat_seconds, s.max_attempts, s.retry_on_failure,
            s.concurrency_policy,
            CASE
-               WHEN s.job_name IS NULL OR NOT s.enabled OR c.fire_time <= s.active_since
+               WHEN s.job_name IS NULL OR NOT s.enabled
+                    OR c.fire_time <= greatest(s.active_since, s.suspend_until)
                    THEN 'inactive'
                WHEN c.since IS DISTINCT FROM s.active_since THEN 'stale'
                WHEN c.fire_time > now() THEN 'not_due'

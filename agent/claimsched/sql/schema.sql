@@ -37,7 +37,11 @@ CREATE TABLE job_schedule (
     owner text,                                         -- namespace/name of the ClaimSchedule, if any
     active_since timestamptz NOT NULL DEFAULT now(),    -- occurrences at or before this never run
                                                         -- (set on create, resume, schedule change)
-    updated_at timestamptz NOT NULL DEFAULT now()       -- last change (database clock)
+    updated_at timestamptz NOT NULL DEFAULT now(),      -- last change (database clock)
+    suspend_reason text
+        CHECK (length(suspend_reason) <= 1024),         -- why it is suspended (people read it)
+    suspend_until timestamptz                           -- suspended until then: occurrences at or
+                                                        -- before it never run; resumes by itself
 );
 
 -- Every occurrence that was claimed, skipped or requested: the claim table.
@@ -121,12 +125,18 @@ $$;
 CREATE TRIGGER job_schedule_notify AFTER INSERT OR UPDATE OR DELETE ON job_schedule
     FOR EACH STATEMENT EXECUTE FUNCTION notify_schedule_change();
 
--- A schedule that resumes or changes starts afresh: no catch-up of what fell before.
+-- A schedule that resumes or changes starts afresh: no catch-up of what fell before. The part of
+-- a suspension (suspend_until) that has passed when it is shortened, lifted or replaced is kept
+-- in active_since, so lifting it early never makes what fell in it due.
 CREATE FUNCTION schedule_active_since() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.enabled AND (NOT OLD.enabled OR NEW.schedule <> OLD.schedule
                         OR NEW.time_zone <> OLD.time_zone) THEN
         NEW.active_since := now();
+    END IF;
+    IF OLD.suspend_until IS NOT NULL
+       AND OLD.suspend_until IS DISTINCT FROM NEW.suspend_until THEN
+        NEW.active_since := greatest(NEW.active_since, least(OLD.suspend_until, now()));
     END IF;
     NEW.updated_at := now();
     RETURN NEW;

@@ -7,7 +7,7 @@
 -- (newest first), its latest success, the live agents that handle it, and the database clock.
 SELECT s.job_name, s.schedule, s.time_zone, s.enabled, s.source, s.owner, s.active_since,
        s.updated_at, s.lease_seconds, s.catch_up_window_seconds, s.catch_up_policy,
-       s.concurrency_policy, s.max_attempts,
+       s.concurrency_policy, s.max_attempts, s.suspend_reason, s.suspend_until,
        coalesce(recent.ids, '{}') AS run_ids,
        coalesce(recent.fire_times, '{}') AS run_fire_times,
        coalesce(recent.kinds, '{}') AS run_kinds,

@@ -8,6 +8,7 @@ from typing import Any
 
 from .model import Agent, Detail, Overview, RunDetail, Summary
 from .occurrences import Fire, Occurrence, Run, counts
+from .verdict import judge
 
 
 def overview(data: Overview) -> dict[str, Any]:
@@ -74,15 +75,19 @@ def _summary(s: Summary) -> dict[str, Any]:
     return {
         "job": s.job_name,
         "schedule": s.expression,
+        "resolved_schedule": s.resolved,
         "description": s.description,
         "time_zone": s.time_zone,
         "state": s.state,
+        "suspend_reason": s.suspend_reason,
+        "suspend_until": _utc(s.suspend_until),
         "source": s.source,
         "owner": s.owner,
         "live_agents": s.live_agents,
         "last_success": _utc(s.last_success),
         "next_fire": _fire(s.next_fire) if s.next_fire else None,
         "problem": s.problem,
+        "verdict": judge(s, s.window.now).verdict,
         "recent": {
             "counts": counts(s.strip),
             "occurrences": [_occurrence(o, full=False) for o in s.strip],

@@ -27,9 +27,12 @@ class Summary:
 
     job_name: str
     expression: str
+    resolved: str  # the expression with hashed fields (H) written out; else the expression
     description: str
     time_zone: str
     state: State
+    suspend_reason: str | None
+    suspend_until: datetime | None  # suspended until then (state "suspended" before it)
     source: str
     owner: str | None
     live_agents: int
@@ -107,16 +110,23 @@ def overview(views: Views) -> Overview:
     return Overview(now, [_summary(row) for row in rows])
 
 
-def detail(views: Views, job_name: str) -> Detail | None:
+def summary(views: Views, job_name: str) -> Summary | None:
+    """One schedule as the overview shows it (one statement), or None when there is none."""
     rows = views.schedules(job_name)
-    if not rows:
+    return _summary(rows[0]) if rows else None
+
+
+def detail(views: Views, job_name: str) -> Detail | None:
+    found = summary(views, job_name)
+    if found is None:
         return None
-    summary, now = _summary(rows[0]), rows[0]["db_now"]
+    now = found.window.now
     since = now - timedelta(days=TIMELINE_DAYS)
     runs = [_run(row) for row in views.schedule_runs(job_name, since, TIMELINE_LIMIT)]
-    timeline = occurrences(summary.schedule, runs, summary.window, TIMELINE_LIMIT, since)
-    fires = next_fires(summary.schedule, now, NEXT_FIRES) if summary.schedule else []
-    return Detail(summary, now, since, timeline, fires)
+    timeline = occurrences(found.schedule, runs, found.window, TIMELINE_LIMIT, since)
+    fires = (next_fires(found.schedule, max(now, found.window.active_since), NEXT_FIRES)
+             if found.schedule else [])
+    return Detail(found, now, since, timeline, fires)
 
 
 def run_detail(views: Views, run_id: int) -> RunDetail | None:
@@ -148,11 +158,12 @@ def agents(views: Views) -> tuple[list[Agent], datetime]:
     return [Agent(**{name: row[name] for name in Agent.__dataclass_fields__}) for row in rows], now
 
 
-def state_of(enabled: bool, source: str, owner: str | None) -> State:
-    """enabled; disabled when its ClaimSchedule was deleted (the operator let go of the row);
-    suspended otherwise."""
+def state_of(enabled: bool, source: str, owner: str | None, suspended_until: datetime | None,
+             now: datetime) -> State:
+    """enabled (suspended while a suspension with an end lasts); disabled when its
+    ClaimSchedule was deleted (the operator let go of the row); suspended otherwise."""
     if enabled:
-        return "enabled"
+        return "suspended" if suspended_until is not None and suspended_until > now else "enabled"
     return "disabled" if source == "operator" and owner is None else "suspended"
 
 
@@ -160,12 +171,12 @@ def _summary(row: dict[str, Any]) -> Summary:
     schedule: Schedule | None = None
     problem = None
     try:
-        schedule = parse_schedule(row["schedule"], row["time_zone"])
+        schedule = parse_schedule(row["schedule"], row["time_zone"], row["job_name"])
     except (InvalidSchedule, UnknownTimeZone) as error:
         problem = str(error)
-    now = row["db_now"]
+    now, until = row["db_now"], row["suspend_until"]
     window = Window(
-        active_since=row["active_since"],
+        active_since=row["active_since"] if until is None else max(row["active_since"], until),
         enabled=row["enabled"],
         updated_at=row["updated_at"],
         settle_seconds=row["catch_up_window_seconds"] + row["lease_seconds"],
@@ -177,13 +188,17 @@ def _summary(row: dict[str, Any]) -> Summary:
                           row["run_attempts"], row["run_orphan_counts"], row["run_kinds"],
                           strict=True)
     ]
-    upcoming = next_fires(schedule, now, 1) if schedule and row["enabled"] else []
+    upcoming = next_fires(schedule, max(now, window.active_since), 1) \
+        if schedule and row["enabled"] else []
     return Summary(
         job_name=row["job_name"],
         expression=row["schedule"],
-        description=describe(row["schedule"]),
+        resolved=schedule.resolved if schedule else row["schedule"],
+        description=describe(schedule.resolved if schedule else row["schedule"]),
         time_zone=row["time_zone"],
-        state=state_of(row["enabled"], row["source"], row["owner"]),
+        state=state_of(row["enabled"], row["source"], row["owner"], until, now),
+        suspend_reason=row["suspend_reason"],
+        suspend_until=until,
         source=row["source"],
         owner=row["owner"],
         live_agents=row["live_agents"],

@@ -64,11 +64,14 @@ def schedule(data: Detail) -> str:
     newest = list(reversed(data.timeline))[:TABLE_ROWS]
     suspended = (
         f'<p class="muted">This schedule is {esc(s.state)}: it fires at these times only once '
-        "it is enabled again.</p>" if s.state != "enabled" else "")
+        "it is enabled again.</p>" if s.state != "enabled" and not s.suspend_until else
+        '<p class="muted">This schedule resumes by itself at '
+        f"{_both(s.suspend_until, zone)}; what falls before never runs.</p>"
+        if s.state == "suspended" and s.suspend_until else "")
     body = (
         f"<h1>{esc(s.job_name)} {_state(s)}</h1>"
         '<dl class="facts">'
-        f"<dt>schedule</dt><dd>{esc(s.description)} <code>{esc(s.expression)}</code> "
+        f"<dt>schedule</dt><dd>{esc(s.description)} {_expression(s)} "
         f"in {esc(s.time_zone)}{_problem(s)}</dd>"
         f"<dt>declared by</dt><dd>{esc(s.source)}{' (' + esc(s.owner) + ')' if s.owner else ''}"
         "</dd>"
@@ -187,13 +190,21 @@ def _overview_row(s: Summary, now: datetime) -> str:
         f'<tr data-job="{esc(s.job_name)}">'
         f'<td><a href="{esc(schedule_href(s.job_name))}">{esc(s.job_name)}</a></td>'
         f"<td>{_state(s)}</td>"
-        f"<td>{esc(s.description)}<br><span class=\"muted small\"><code>{esc(s.expression)}"
-        f"</code> {esc(s.time_zone)}</span>{_problem(s)}</td>"
+        f"<td>{esc(s.description)}<br><span class=\"muted small\">{_expression(s)} "
+        f"{esc(s.time_zone)}</span>{_problem(s)}</td>"
         f"<td>{_strip(s.strip)}</td>"
         f"<td>{_ago(s.last_success, now, zone)}</td>"
         f"<td>{nxt}</td>"
         f'<td class="num">{s.live_agents}</td></tr>'
     )
+
+
+def _expression(s: Summary) -> str:
+    """The expression as written, and as it runs when hashed fields (H) were written out."""
+    written = f"<code>{esc(s.expression)}</code>"
+    if s.resolved == s.expression:
+        return written
+    return f'{written} = <code data-resolved="{esc(s.resolved)}">{esc(s.resolved)}</code>'
 
 
 def _strip(items: Sequence[Occurrence]) -> str:
@@ -292,7 +303,12 @@ def _occurrence_table(items: Sequence[Occurrence], zone: ZoneInfo) -> str:
 def _state(s: Summary) -> str:
     if s.problem:
         return '<span class="state invalid">invalid</span>'
-    return f'<span class="state {esc(s.state)}" data-field="state">{esc(s.state)}</span>'
+    badge = f'<span class="state {esc(s.state)}" data-field="state">{esc(s.state)}</span>'
+    if s.state != "suspended" or not (s.suspend_until or s.suspend_reason):
+        return badge
+    until = f" until {_utc(s.suspend_until)}" if s.suspend_until else ""
+    reason = f": {esc(s.suspend_reason)}" if s.suspend_reason else ""
+    return f'{badge}<br><span class="muted small" data-field="suspension">{until}{reason}</span>'
 
 
 def _problem(s: Summary) -> str:

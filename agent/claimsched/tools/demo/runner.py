@@ -118,6 +118,9 @@ class Demo:
         previous = signal.signal(signal.SIGTERM, _terminate)
         try:
             summary = self._run()
+            self._report(summary)
+            if self.args.keep is not None and self.pg is not None:
+                self._keep(self.pg.dsn, float(self.args.keep))
         except (KeyboardInterrupt, SystemExit):  # Ctrl-C, SIGTERM: no litter
             self.keep_logs = False
             raise
@@ -131,17 +134,37 @@ class Demo:
             with _shielded():
                 self._cleanup()
             signal.signal(signal.SIGTERM, previous)
+        return 0 if summary["held"] else 1
+
+    def _report(self, summary: dict[str, Any]) -> None:
         summary["wall_seconds"] = round(time.monotonic() - self.t0, 1)
         if self.keep_logs:
             summary["logs"] = str(self.folder)
+        if self.args.keep is not None and self.pg is not None:
+            summary["database"]["kept"] = True
         if self.args.json:
-            print(json.dumps(summary, default=str))
+            print(json.dumps(summary, default=str), flush=True)
         else:
             self.out.print(view.render_verdict(summary))
             self.out.print(f"wall time {summary['wall_seconds']}s"
                            + (f"; replica logs kept in {self.folder}" if self.keep_logs else ""),
                            highlight=False)
-        return 0 if summary["held"] else 1
+
+    def _keep(self, dsn: str, seconds: float) -> None:
+        """--keep: the embedded database stays up for `claimsched web` until Ctrl-C, SIGTERM
+        or `seconds` (0: no end); then the cleanup removes it as usual."""
+        until = f"for {seconds:g}s" if seconds else "until Ctrl-C"
+        console = self.err if self.args.json else self.out
+        console.print(
+            f"the demo's database stays up {until}: {dsn}\n"
+            f"watch it in a browser: claimsched web --dsn '{dsn}' --schema {self.schema}",
+            markup=False, highlight=False, soft_wrap=True,
+        )
+        deadline = time.monotonic() + seconds if seconds else None
+        with contextlib.suppress(KeyboardInterrupt, SystemExit):
+            while deadline is None or time.monotonic() < deadline:
+                time.sleep(1.0 if deadline is None else
+                           max(0.0, min(1.0, deadline - time.monotonic())))
 
     def _database(self) -> str:
         dsn = self.args.dsn or os.environ.get("CLAIMSCHED_DSN")
@@ -262,4 +285,11 @@ def run_demo(args: argparse.Namespace) -> int:
         raise ConfigurationError("the demo needs at least 2 replicas: one is killed, one paused")
     if args.duration <= 0:
         raise ConfigurationError("--duration must be more than 0 seconds")
+    if args.keep is not None and args.keep < 0:
+        raise ConfigurationError("--keep takes the seconds to keep the database up (0: until "
+                                 "Ctrl-C), not a negative number")
+    if args.keep is not None and (args.dsn or os.environ.get("CLAIMSCHED_DSN")):
+        raise ConfigurationError(
+            f"--keep keeps the embedded database up; with a DSN the demo's schema stays in your "
+            f"database anyway: claimsched web --schema {_schema(args)} shows it")
     return Demo(args).run()
