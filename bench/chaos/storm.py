@@ -578,7 +578,7 @@ class ChaosRun:
 
     def _manual_fault(self, fault: Fault, event: Event) -> None:
         """A manual run of a Forbid job (the store, as the operator's trigger annotation does), or
-        a backfill of three of its occurrences (the CLI, as a person does)."""
+        a backfill of two or three of its occurrences (the CLI, as a person does)."""
         job = next(j for j in self.jobs if j["name"] == fault.target)
         try:
             if fault.kind == "trigger":
@@ -630,15 +630,17 @@ class ChaosRun:
                         deadline = time.monotonic() + 5
                 time.sleep(0.02)
             pid = int(taken.name.rsplit("-", 1)[1])
-            frozen = next(
-                (s for s in self.slots.values() if s.replica and s.replica.process.pid == pid),
-                None,
-            )
+            frozen = [
+                (s.agent_id, s.replica)
+                for s in self.slots.values()
+                if s.replica is not None and s.replica.process.pid == pid
+            ]
             time.sleep(fault.duration)
-            if frozen is not None and frozen.replica is not None and frozen.replica.alive:
-                frozen.replica.signal(signal.SIGCONT)
+            for _, replica in frozen:  # unless a SIGKILL came first
+                if replica.alive:
+                    replica.signal(signal.SIGCONT)
             taken.unlink()
-            event.target = frozen.agent_id if frozen is not None else f"pid {pid}"
+            event.target = frozen[0][0] if frozen else f"pid {pid}"
             event.detail = f"{job['name']} frozen inside once() for {fault.duration:.1f}s"
 
     def _replica_fault(self, fault: Fault, event: Event) -> None:
