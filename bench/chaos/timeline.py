@@ -190,8 +190,12 @@ class TimeChecks:
             granted = self.timeline.attempts.get((job, fire, attempt))
             if job not in self.forbid or granted is None:
                 continue
-            ended = self.trace.ends.get((job, fire, attempt), (NEVER, ""))[0]
-            spans[job].append((at, min(ended, granted.authority_end), fire, attempt))
+            ended = min(self.trace.ends.get((job, fire, attempt), (NEVER, ""))[0],
+                        granted.authority_end)
+            if ended <= at:  # it began after its lease had ended (a paused replica): fenced out
+                self.stats["handlers_started_after_their_lease"] += 1
+                continue
+            spans[job].append((at, ended, fire, attempt))
         for job, found in spans.items():
             self.stats["forbid_handler_spans"] += len(found)
             for first, second in _overlapping(found, SLACK):

@@ -111,6 +111,9 @@ def test_handlers_at_work_at_once_are_caught_and_a_fenced_out_handler_is_not() -
     h.handler(2, 10.1, 12.0)
     h.version(2, 12.1, "done", lease=12.1)
     assert h.run().found == []
+    h.starts.append(("f", T0, "a", 1, t(10.5)))  # one that began after its lease: not at work
+    checks = h.run()
+    assert checks.found == [] and checks.stats["handlers_started_after_their_lease"] == 1
 
 
 def test_a_run_recorded_done_whose_handler_failed_is_caught() -> None:
