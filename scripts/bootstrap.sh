@@ -2,6 +2,8 @@
 # Sourced by scripts/demo and scripts/test: make a fresh machine ready.
 #   - the PostgreSQL server binaries (Debian's `postgresql` package) when missing and we are root
 #   - for the tests ("dev"): Debian's `chromium` (the web view's page tests) when missing and root
+#   - for the tests ("dev"): etcd, pgbouncer and a Patroni venv (the failover and pooler tests)
+#     when missing and root
 #   - a virtualenv in .venv with claimsched installed (editable) and the requested extras
 # Usage: bootstrap "<extras>"   e.g. bootstrap "" or bootstrap "dev"
 set -euo pipefail
@@ -12,13 +14,19 @@ have_postgres() {
   compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null
 }
 
-# apt-get install PACKAGE (saying WHAT for) when we are root on Debian; fails otherwise.
+# apt-get install PACKAGES (space-separated, saying WHAT for) when we are root on Debian; fails
+# otherwise. The package lists are updated once per run.
+apt_updated=""
 apt_install() {
-  local package="$1" what="$2"
+  local packages="$1" what="$2"
   [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null || return 1
-  echo "==> installing $what (apt-get install $package)" >&2
-  apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null
+  echo "==> installing $what (apt-get install $packages)" >&2
+  if [ -z "$apt_updated" ]; then
+    apt-get update -qq >/dev/null
+    apt_updated=1
+  fi
+  # shellcheck disable=SC2086 # one word per package
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
 }
 
 ensure_postgres() {
@@ -38,6 +46,47 @@ ensure_chromium() {
     echo "claimsched: /usr/bin/chromium is missing: the page tests (tests/web) will fail;" \
          "install the 'chromium' package (or run this as root)" >&2
   fi
+}
+
+# The failover and pooler tests (tests/ha) start etcd, Patroni and pgbouncer themselves; Debian
+# starts them as services only where systemd runs.
+patroni_venv="${CLAIMSCHED_PATRONI_VENV:-/opt/claimsched-patroni}"
+
+ensure_ha_packages() {
+  local missing=()
+  [ -x /usr/bin/etcd ] || command -v etcd >/dev/null || missing+=(etcd-server)
+  [ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null || missing+=(pgbouncer)
+  # Patroni's venv (below) is made by Debian's python3, which needs python3-venv for that.
+  if [ ! -x "$patroni_venv/bin/patroni" ] && ! /usr/bin/python3 -c "import ensurepip" 2>/dev/null
+  then
+    missing+=(python3-venv)
+  fi
+  [ "${#missing[@]}" -eq 0 ] && return
+  if ! apt_install "${missing[*]}" "the failover tests' tools"; then
+    echo "claimsched: ${missing[*]} missing: the failover tests (tests/ha) will fail;" \
+         "install them (or run this as root)" >&2
+  fi
+}
+
+ensure_patroni() {
+  [ -x "$patroni_venv/bin/patroni" ] && return
+  if [ "$(id -u)" != "0" ] && [ ! -w "$(dirname "$patroni_venv")" ]; then
+    echo "claimsched: no Patroni in $patroni_venv: the failover tests (tests/ha) will fail" >&2
+    return
+  fi
+  # Patroni runs as the `postgres` user when we are root: its interpreter must not live under
+  # /root (mode 700), so its venv comes from Debian's python3, outside the repo and /root.
+  echo "==> installing Patroni into $patroni_venv" >&2
+  local log
+  log="$(mktemp)"
+  if ! { /usr/bin/python3 -m venv "$patroni_venv" \
+         && "$patroni_venv/bin/pip" install -q --disable-pip-version-check \
+              'patroni[etcd3,psycopg3]'; } >"$log" 2>&1; then
+    grep -v "is ignored" "$log" | tail -20 >&2
+    echo "claimsched: installing Patroni failed (log: $log)" >&2
+    exit 1
+  fi
+  rm -f "$log"
 }
 
 ensure_venv() {
@@ -65,6 +114,6 @@ ensure_venv() {
 
 bootstrap() {
   ensure_postgres
-  case ",$1," in *,dev,*) ensure_chromium ;; esac
+  case ",$1," in *,dev,*) ensure_chromium; ensure_ha_packages; ensure_patroni ;; esac
   ensure_venv "$1"
 }

@@ -76,6 +76,13 @@ def empty_dsn(server_dsn: str) -> Iterator[str]:
 
 
 @pytest.fixture
+def other_empty_dsn(server_dsn: str) -> Iterator[str]:
+    """A second fresh database without claimsched's schema."""
+    with _database(server_dsn, "o") as fresh:
+        yield fresh
+
+
+@pytest.fixture
 def store(dsn: str) -> Iterator[Store]:
     s = Store(dsn)
     s.open()

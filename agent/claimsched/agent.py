@@ -20,14 +20,22 @@ from typing import Any, TypeVar
 from . import metrics
 from .claims import SETTLED, Planner
 from .clock import DbClock
-from .db import NOTIFY_RUNS, NOTIFY_SCHEDULES, SCHEMA_VERSION, Listener, Store
+from .db import (
+    NOTIFY_RUNS,
+    NOTIFY_SCHEDULES,
+    SCHEMA_VERSION,
+    Listener,
+    Poller,
+    SessionOptions,
+    Store,
+)
 from .effects import Effects
 from .errors import ClaimschedError, ConfigurationError, DatabaseError, InvalidSchedule
 from .health import DatabaseHealth, retry_conflicts
 from .heartbeat import Heartbeat
 from .housekeeping import Housekeeper, presence
 from .logs import AgentLog
-from .records import Lease
+from .records import Lease, describe_owner, released
 from .runs import Run
 from .schedules import Schedule
 from .settings import AgentSettings
@@ -71,13 +79,21 @@ class Agent:
         self.agent_id = self.settings.agent_id or (
             f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         )
-        dsn_text = self.settings.dsn.get_secret_value() if self.settings.dsn else None
+        given = self.settings
         self.store = Store(
-            dsn_text,
-            schema=self.settings.schema_name,
+            given.dsn.get_secret_value() if given.dsn else None,
+            schema=given.schema_name,
             pool=pool,
-            max_size=min(self.settings.max_concurrency, 16) + 4,
+            max_size=min(given.max_concurrency, 16) + 4,
             name=f"claimsched-{self.agent_id}",
+            options=SessionOptions(
+                statement_timeout=given.statement_timeout_seconds,
+                lock_timeout=given.lock_timeout_seconds,
+                idle_in_transaction_timeout=given.idle_in_transaction_timeout_seconds,
+                tcp_keepalive=given.tcp_keepalive_seconds,
+            ),
+            listen_dsn=given.listen_dsn.get_secret_value() if given.listen_dsn else None,
+            poll_seconds=given.poll_seconds,
         )
         self.log = AgentLog(logging.getLogger("claimsched.agent"), {"agent": self.agent_id})
         self.clock = DbClock()
@@ -86,6 +102,7 @@ class Agent:
         self._declared: dict[str, JobSpec] = {}
         self._schedules: dict[str, tuple[ScheduleRecord, Schedule]] = {}
         self._warned: set[str] = set()
+        self._overridden: dict[str, str] = {}  # declared job -> the owner that overrides it
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._dirty = True
@@ -122,7 +139,9 @@ class Agent:
             on_reaped=self.heartbeat.kick,
             on_claimable=self.want_reclaim,
         )
-        self._listener: Listener | None = None
+        self._listener: Listener | Poller | None = None
+        self.store.identity.on_identity(lambda found: metrics.show_durability(found.durability))
+        self.store.identity.on_failover(lambda before, now: self._failed_over())
 
     # -- registration ------------------------------------------------------------------------
 
@@ -162,7 +181,7 @@ class Agent:
         if self.settings.metrics_port is not None:
             metrics.require()
         self.store.open(timeout=10.0)
-        self._listener = self.store.listener()
+        self._listener = self.store.listener(self.handlers)
         try:
             # LISTEN before the first schedule read: no change can slip in between.
             self._listener.listen()
@@ -174,7 +193,7 @@ class Agent:
                     self.store.migrate()  # retries its conflicts itself
             retry_conflicts(self.store.check_version)
             for spec in self._declared.values():
-                retry_conflicts(functools.partial(self.store.upsert_schedule, spec))
+                self._declare(spec)
             retry_conflicts(self.housekeeper.once)
         except BaseException:
             self._listener.dispose()
@@ -280,6 +299,13 @@ class Agent:
         self._wake.set()
         if self._listener is not None:
             self._listener.interrupt()
+
+    def _failed_over(self) -> None:
+        """The database is another one now (a standby was promoted): what the old primary
+        acknowledged last may be gone. The heartbeat re-reads every run in flight at once (a
+        run whose row is gone, or no longer ours, is lost) and the claim loop catches up."""
+        self.heartbeat.kick()
+        self._recovered()
 
     def _recovered(self) -> None:
         self._catch_up = True
@@ -396,9 +422,36 @@ class Agent:
         )
         self.workers.start(lease, self._handlers[lease.job_name])
 
+    def _declare(self, spec: JobSpec) -> None:
+        """Write a code declaration (at start, and when its row was released or is gone)."""
+        written = retry_conflicts(functools.partial(self.store.upsert_schedule, spec))
+        self._owned_by(spec.job_name, written.held_by)
+
+    def _owned_by(self, name: str, held_by: str | None) -> None:
+        """Say so, once per owner, when another owner overrides a declaration in code."""
+        if held_by is None:
+            self._overridden.pop(name, None)
+        elif self._overridden.get(name) != held_by:
+            self._overridden[name] = held_by
+            self.log.warning(
+                "job %s: its declaration in code is overridden by %s, whose schedule runs; "
+                "it applies again once that owner releases the job", name, held_by,
+                extra={"job": name, "owner": held_by, "action": "overridden"},
+            )
+
     def _refresh_schedules(self) -> None:
         self._dirty = False
         records = {r.job_name: r for r in self.store.load_schedules()}
+        orphaned = [spec for name, spec in self._declared.items()
+                    if name not in records or released(records[name].source, records[name].owner)]
+        for spec in orphaned:  # a ClaimSchedule let go of it: the declaration takes it back
+            self._declare(spec)
+        if orphaned:
+            records = {r.job_name: r for r in self.store.load_schedules()}
+        for name in self._declared.keys() & records.keys():
+            held = records[name]
+            self._owned_by(name, None if held.source == "code"
+                           else describe_owner(held.source, held.owner))
         self._refreshed_at = time.monotonic()
         schedules: dict[str, tuple[ScheduleRecord, Schedule]] = {}
         for name in self._handlers:

@@ -108,23 +108,28 @@ def cmd_apply(args: argparse.Namespace) -> int:
     specs = load_claimschedules(Path(args.file))
     store = _store(args)
     try:
-        results = [{"job": s.job_name, "result": store.upsert_schedule(s)} for s in specs]
+        written = [(s.job_name, store.upsert_schedule(s)) for s in specs]
     finally:
         store.close()
+    results = [{"job": job, "result": "refused" if w.held_by else w.outcome, "owner": w.held_by}
+               for job, w in written]
     if args.json:
         print(json.dumps(results))
     else:
         for row in results:
-            print(f"claimschedule/{row['job']} {row['result']}")
-    return 0
+            held = f" (the job belongs to {row['owner']})" if row["owner"] else ""
+            print(f"claimschedule/{row['job']} {row['result']}{held}")
+    return 1 if any(row["owner"] for row in results) else 0
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:
     store = _store(args)
     try:
         records, now = store.load_schedules(), store.db_now()
+        identity = store.database_identity()
     finally:
         store.close()
+    durability = identity.durability if identity else None
     rows = []
     for record in records:
         upcoming = record.parsed.next_after(max(now, record.active_from)) if record.enabled \
@@ -146,6 +151,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
                 "next_local": upcoming.astimezone(ZoneInfo(record.time_zone)).isoformat()
                 if upcoming
                 else None,
+                "durability": durability,
             }
         )
     _emit(
@@ -247,7 +253,17 @@ def cmd_agents(args: argparse.Namespace) -> int:
     _emit(
         args,
         rows,
-        ["agent_id", "alive", "hostname", "pod", "handlers", "version", "tzdata", "last_seen"],
+        [
+            "agent_id",
+            "alive",
+            "durability",
+            "hostname",
+            "pod",
+            "handlers",
+            "version",
+            "tzdata",
+            "last_seen",
+        ],
         "agents",
     )
     versions = sorted({str(a["tzdata"]) for a in rows if a["alive"] and a["tzdata"]})

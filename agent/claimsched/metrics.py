@@ -118,6 +118,32 @@ class Histogram(_Metric):
         self._real = Real(self.name, self.documentation, self.labelnames, buckets=self.buckets)
 
 
+class Gauge(_Metric):
+    """A prometheus_client.Gauge whose last values are kept until serve()."""
+
+    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...] = ()) -> None:
+        super().__init__(name, documentation, labelnames)
+        self._values: dict[tuple[str, ...], float] = {}
+
+    def set_labels(self, value: float, *labels: object) -> None:
+        key = self._key(labels, {})
+        if self._real is None:
+            with _LOCK:
+                if self._real is None:
+                    self._values[key] = value
+                    return
+        (self._real.labels(*key) if key else self._real).set(value)
+
+    def _bind(self) -> None:
+        from prometheus_client import Gauge as Real
+
+        real = Real(self.name, self.documentation, self.labelnames)
+        for key, value in self._values.items():
+            (real.labels(*key) if key else real).set(value)
+        self._values.clear()
+        self._real = real
+
+
 class _NotServed:
     def observe(self, amount: float) -> None:
         pass
@@ -151,6 +177,19 @@ CATCH_UP = Counter("claimsched_catch_up_runs", "Occurrences claimed late (catch-
 COMPLETIONS_REFUSED = Counter(
     "claimsched_completions_refused", "Completions refused because the lease was lost", ("job",)
 )
+
+DURABILITY = Gauge(
+    "claimsched_database_durability",
+    "1 for how durable a commit is on the database now (synchronous, asynchronous, standalone)",
+    ("durability",),
+)
+DURABILITIES = ("synchronous", "asynchronous", "standalone")
+
+
+def show_durability(durability: str) -> None:
+    """The durability gauge: 1 for `durability`, 0 for the others."""
+    for name in DURABILITIES:
+        DURABILITY.set_labels(1.0 if name == durability else 0.0, name)
 
 
 def require() -> None:

@@ -62,6 +62,30 @@ class Completion:
 
 
 @dataclass(frozen=True)
+class DatabaseIdentity:
+    """Which database a connection reached, and how durable its commits are.
+
+    A failover to a standby keeps `system_identifier` and moves to a new `timeline`; `durability`
+    is 'synchronous', 'asynchronous' or 'standalone' (see the README's durability contract).
+    """
+
+    system_identifier: str
+    timeline: int
+    durability: str
+
+    def failed_over_from(self, before: DatabaseIdentity) -> bool:
+        return (
+            self.system_identifier != before.system_identifier or self.timeline != before.timeline
+        )
+
+    def __str__(self) -> str:
+        return (
+            f"system {self.system_identifier} timeline {self.timeline}, "
+            f"durability {self.durability}"
+        )
+
+
+@dataclass(frozen=True)
 class Housekeeping:
     """What one housekeeping pass found."""
 
@@ -70,3 +94,45 @@ class Housekeeping:
     overdue: int
     claimable: bool
     db_now: datetime
+    identity: DatabaseIdentity | None = None
+
+
+# -- who owns a job's schedule ---------------------------------------------------------------
+# A job has one owner: a code declaration, the CLI, or one ClaimSchedule. A would-be owner that
+# finds another one is refused (upsert_schedule in sql/queries.sql decides, in one statement)
+# and told who holds it, in words a person can act on. A row a ClaimSchedule released (source
+# 'operator', no owner) belongs to the next declaration of the job.
+
+WriteOutcome = Literal["created", "updated", "unchanged"]
+
+
+def describe_owner(source: str, owner: str | None) -> str:
+    """The owner of a row, for people: 'ClaimSchedule ns/name', 'the CLI', 'a code declaration'."""
+    if source == "operator":
+        return f"ClaimSchedule {owner}" if owner else "no one (released by its ClaimSchedule)"
+    return "the CLI (claimsched apply)" if source == "cli" else "a code declaration"
+
+
+def released(source: str, owner: str | None) -> bool:
+    """A row its ClaimSchedule let go of: the next declaration of the job takes it."""
+    return source == "operator" and owner is None
+
+
+@dataclass(frozen=True)
+class Written:
+    """What writing a schedule did; `held_by` names the other owner that holds the job (then
+    nothing was written)."""
+
+    outcome: WriteOutcome
+    held_by: str | None = None
+
+    @classmethod
+    def from_row(cls, row: tuple[str | None, str | None, bool, bool], source: str,
+                 owner: str | None) -> Written:
+        """From the (source, owner, written, created) an upsert statement answers, for a
+        writer that is (`source`, `owner`). Source and owner are columns the statement writes,
+        so a row the writer may take but did not change was already its own."""
+        was_source, was_owner, written, created = row
+        if not written and was_source is not None and (was_source, was_owner) != (source, owner):
+            return cls("unchanged", held_by=describe_owner(was_source, was_owner))
+        return cls("created" if created else "updated" if written else "unchanged")

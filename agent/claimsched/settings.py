@@ -148,6 +148,38 @@ class AgentSettings:
         "dsn": Setting(
             SecretStr, None, "PostgreSQL connection string (libpq URI or key=value). Required."
         ),
+        "listen_dsn": Setting(
+            SecretStr,
+            None,
+            "Direct PostgreSQL connection for LISTEN when CLAIMSCHED_DSN goes through a pooler "
+            "(pgbouncer). Default: none (LISTEN on CLAIMSCHED_DSN, or poll behind a pooler).",
+        ),
+        "poll_seconds": Setting(
+            float,
+            1.0,
+            "Behind a pooler without listen_dsn: how often to poll for changes, s. Default 1.",
+            gt=0,
+        ),
+        "statement_timeout_seconds": Setting(
+            float, 30.0, "statement_timeout of every agent statement, s (0: off). Default 30.", ge=0
+        ),
+        "lock_timeout_seconds": Setting(
+            float, 10.0, "lock_timeout of every agent statement, s (0: off). Default 10.", ge=0
+        ),
+        "idle_in_transaction_timeout_seconds": Setting(
+            float,
+            60.0,
+            "idle_in_transaction_session_timeout of claimsched's connections, s (0: off); a "
+            "receipt's transaction (run.once()) is bounded by its run's lease. Default 60.",
+            ge=0,
+        ),
+        "tcp_keepalive_seconds": Setting(
+            float,
+            10.0,
+            "TCP keepalive idle time, s: a silent peer is given up after about 2.5 times it. "
+            "Default 10.",
+            ge=1,
+        ),
         "schema_name": Setting(
             str,
             "claimsched",
@@ -189,6 +221,12 @@ class AgentSettings:
     }
 
     dsn: SecretStr | None
+    listen_dsn: SecretStr | None
+    poll_seconds: float
+    statement_timeout_seconds: float
+    lock_timeout_seconds: float
+    idle_in_transaction_timeout_seconds: float
+    tcp_keepalive_seconds: float
     schema_name: str
     agent_id: str | None
     max_concurrency: int

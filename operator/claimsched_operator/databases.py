@@ -14,8 +14,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from claimsched.db import OwnedSchedules, Store, redact_dsn
-from claimsched.errors import DatabaseUnavailable
+from claimsched.db import OwnedSchedules, Store, dsn_parses, redact_dsn
+from claimsched.errors import DatabaseError, DatabaseUnavailable, InvalidSpec
 
 from .kubeapi import KubeApi, KubeApiError
 from .models import DatabaseRef
@@ -25,30 +25,57 @@ log = logging.getLogger("claimsched.operator.databases")
 DEFAULT = "default"
 
 
+class InvalidDatabaseRef(InvalidSpec):
+    """spec.databaseRef names no DSN the operator can use (no such Secret or key, not a DSN).
+    The message names the Secret and key, never the value."""
+
+
+class DatabaseUnreachable(DatabaseUnavailable):
+    """The Secret of spec.databaseRef cannot be read, or its database cannot be reached. The
+    message names the Secret and key, never the driver's text (it may quote the DSN)."""
+
+
 def secret_key(namespace: str, ref: DatabaseRef) -> str:
     """The name of the database held by a databaseRef (until another name holds its DSN)."""
     return f"secret:{namespace}/{ref.name}/{ref.key}"
 
 
+def _named(namespace: str, ref: DatabaseRef) -> str:
+    return f"Secret {namespace}/{ref.name} key {ref.key!r}"
+
+
 async def read_secret_dsn(kube: KubeApi, namespace: str, ref: DatabaseRef) -> str:
     """The DSN held by the Secret (GET with the operator's own credentials)."""
+    named = _named(namespace, ref)
     try:
         secret = await kube.get(f"/api/v1/namespaces/{namespace}/secrets/{ref.name}")
     except KubeApiError as exc:
         if exc.status == 404:
-            raise DatabaseUnavailable(f"Secret {namespace}/{ref.name} not found") from None
-        raise DatabaseUnavailable(f"cannot read Secret {namespace}/{ref.name}: {exc}") from None
+            raise InvalidDatabaseRef(f"{named}: the Secret does not exist") from None
+        raise DatabaseUnreachable(
+            f"{named}: cannot read the Secret (HTTP {exc.status or 'error'})") from None
     data = secret.get("data") or {}
     if ref.key not in data:
-        raise DatabaseUnavailable(f"Secret {namespace}/{ref.name} has no key {ref.key!r}")
+        raise InvalidDatabaseRef(f"{named}: the Secret has no such key")
     try:
         dsn = base64.b64decode(data[ref.key], validate=True).decode().strip()
     except (binascii.Error, UnicodeDecodeError):
-        raise DatabaseUnavailable(
-            f"Secret {namespace}/{ref.name}: key {ref.key!r} is not a DSN") from None
+        raise InvalidDatabaseRef(f"{named}: the value is not text") from None
     if not dsn:
-        raise DatabaseUnavailable(f"Secret {namespace}/{ref.name}: key {ref.key!r} is empty")
+        raise InvalidDatabaseRef(f"{named}: the value is empty")
+    if not dsn_parses(dsn):
+        raise InvalidDatabaseRef(f"{named}: the value is not a DSN libpq can parse")
     return dsn
+
+
+def open_secret_database(databases: Databases, namespace: str, ref: DatabaseRef,
+                         dsn: str) -> Database:
+    """The database of a Secret's DSN (blocking); a failure says which Secret, in fixed words."""
+    try:
+        return databases.get(secret_key(namespace, ref), dsn)
+    except DatabaseError:
+        raise DatabaseUnreachable(
+            f"{_named(namespace, ref)}: cannot connect to the database it names") from None
 
 
 @dataclass
@@ -101,6 +128,11 @@ class Databases:
                  extra={"action": "database_open", "database": key})
         database = self._by_dsn[dsn] = Database(key, store, dsn, OwnedSchedules(store))
         return database
+
+    def dsn_of(self, key: str) -> str | None:
+        """The DSN the database `key` was last asked for with."""
+        with self._lock:
+            return self._dsn_of.get(key)
 
     def existing(self, name: str) -> Database | None:
         """An open database, by its name."""

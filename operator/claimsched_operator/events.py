@@ -71,6 +71,11 @@ def transitions(
             f"job {job}: {status.consecutive_failures} run(s) in a row failed")))
     if not status.failing and old.get("failing") is True:
         found.append(Event(NORMAL, "Recovered", f"job {job}: runs succeed again"))
+    if status.durability == "asynchronous" and old.get("durability") != "asynchronous":
+        found.append(Event(WARNING, "AsynchronousReplication", (
+            f"job {job}: its database replicates asynchronously: a failover can lose the last "
+            "claims and run an occurrence again (up to the replication lag); exactly-once "
+            "across a failover needs synchronous replication")))
     available = status.live_agents > 0
     if not available and new.enabled and agents_were_available is not False:
         found.append(Event(WARNING, "NoLiveAgent", (

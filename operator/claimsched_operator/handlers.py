@@ -17,15 +17,23 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from claimsched.db.owned import Outcome
 from claimsched.errors import DatabaseError, InvalidSchedule, InvalidSpec, UnknownTimeZone
+from claimsched.records import WriteOutcome
 from claimsched.specs import JobSpec, from_claimschedule
 
 from . import conditions, events, metrics, peering, triggers
 from .catalog import Catalog, Entry
 from .conditions import AGENTS_AVAILABLE, READY, SYNCED, condition
-from .databases import DEFAULT, Database, read_secret_dsn, secret_key
-from .models import ClaimScheduleSpec, ConditionStatus, rfc3339
+from .databases import (
+    DEFAULT,
+    Database,
+    DatabaseUnreachable,
+    InvalidDatabaseRef,
+    open_secret_database,
+    read_secret_dsn,
+    secret_key,
+)
+from .models import ClaimScheduleSpec, ConditionStatus, DatabaseRef, rfc3339
 from .runtime import Memo, Runtime
 from .settings import RETRY_DELAY_SECONDS
 from .status import Alerting
@@ -43,7 +51,7 @@ Wanted = tuple[str, ConditionStatus, str, str]
 
 
 class OwnerConflict(InvalidSpec):
-    """Another ClaimSchedule already owns this job name."""
+    """Another owner (a code declaration, the CLI, another ClaimSchedule) holds the job."""
 
 
 class DatabaseRefDisabled(InvalidSpec):
@@ -55,8 +63,9 @@ class DatabaseRefDisabled(InvalidSpec):
 
 
 REASONS: tuple[tuple[type[Exception], str], ...] = (
-    (OwnerConflict, "OwnerConflict"),
+    (OwnerConflict, "Conflict"),
     (DatabaseRefDisabled, "DatabaseRefDisabled"),
+    (InvalidDatabaseRef, "InvalidDatabaseRef"),
     (InvalidSchedule, "InvalidSchedule"),
     (UnknownTimeZone, "UnknownTimeZone"),
 )
@@ -136,7 +145,12 @@ async def cleanup(memo: Memo, **_: Any) -> None:
 @kopf.on.resume(*RESOURCE, registry=registry)
 @kopf.on.create(*RESOURCE, registry=registry)
 @kopf.on.update(*RESOURCE, registry=registry)
-async def reconcile(
+async def reconcile(**kwargs: Any) -> None:
+    """A ClaimSchedule was created, changed, or is seen again after a restart."""
+    await sync(**kwargs)
+
+
+async def sync(
     *, body: kopf.Body, meta: kopf.Meta, spec: kopf.Spec, status: kopf.Status,
     namespace: str | None, name: str, patch: kopf.Patch, memo: Memo, logger: kopf.Logger,
     **_: Any,
@@ -155,15 +169,17 @@ async def reconcile(
         database = await _database(runtime, namespace, parsed)
         synced = await asyncio.to_thread(database.owned.sync, job_spec)
         if synced.held_by is not None:
-            raise OwnerConflict(f"job {job!r} already belongs to ClaimSchedule "
-                                f"{synced.held_by}; set a different spec.jobName")
+            raise OwnerConflict(f"job {job!r} belongs to {synced.held_by}: it is left alone; "
+                                "set a different spec.jobName")
     except (ValidationError, InvalidSpec, InvalidSchedule, UnknownTimeZone) as exc:
         _invalid(runtime, body, owner, job, exc, found)
         return
     except DatabaseError as exc:
-        found.set(condition(SYNCED, False, "DatabaseUnavailable", str(exc)),
-                  condition(READY, False, "DatabaseUnavailable", str(exc)))
-        raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY_SECONDS) from exc
+        reason = "DatabaseUnreachable" if isinstance(exc, DatabaseUnreachable) \
+            else "DatabaseUnavailable"
+        found.set(condition(SYNCED, False, reason, str(exc)),
+                  condition(READY, False, reason, str(exc)))
+        raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY_SECONDS) from None
     schedule = job_spec.parsed
     patch.status["resolvedSchedule"] = schedule.resolved
     alerting = Alerting(parsed.starting_deadline_seconds, parsed.failure_threshold,
@@ -177,26 +193,32 @@ async def reconcile(
 
 @kopf.on.delete(*RESOURCE, registry=registry)
 async def delete(
-    *, namespace: str | None, name: str, memo: Memo, logger: kopf.Logger, **_: Any,
+    *, spec: kopf.Spec, namespace: str | None, name: str, memo: Memo, logger: kopf.Logger,
+    **_: Any,
 ) -> None:
-    """Disable the row this resource owns and let go of it; its runs and effects stay."""
+    """Disable the row this resource owns and let go of it; its runs and effects stay.
+
+    From the resource itself, not from memory: kopf does not resume a resource that is being
+    deleted, so after a restart the catalog may never have seen it. Its database comes from its
+    own databaseRef (or the default), and the row is released by owner in SQL."""
     runtime = memo.runtime
     owner = f"{namespace}/{name}"
-    entry = runtime.catalog.get(owner)
-    runtime.catalog.drop(owner)
-    if entry is None:
-        return
-    database = runtime.databases.existing(entry.database)
-    if database is None:
-        return
     try:
-        released = await asyncio.to_thread(database.owned.release, entry.job_name, owner)
+        database = await _database_of(runtime, namespace, spec)
+    except InvalidSpec as exc:  # its Secret is gone: nothing of ours can be reached there
+        logger.warning("ClaimSchedule %s: its row is not released: %s", owner, exc)
+        database = None
     except DatabaseError as exc:
-        runtime.catalog.put(entry)
-        raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY_SECONDS) from exc
-    runtime.counter.forget(entry.job_name)
-    if released:
-        logger.info("job %s disabled; its history is kept", entry.job_name)
+        raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY_SECONDS) from None
+    if database is not None:
+        try:
+            released = await asyncio.to_thread(database.owned.release, owner)
+        except DatabaseError as exc:
+            raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY_SECONDS) from None
+        if released is not None:
+            runtime.counter.forget(released)
+            logger.info("job %s disabled and released; its history is kept", released)
+    runtime.catalog.drop(owner)
 
 
 def publish(
@@ -236,9 +258,39 @@ def publish(
     memo.observed = observed
 
 
+#: Ready reasons a change of the Secret alone may cure (a resource invalid for another reason
+#: waits for a change of its own).
+SECRET_REASONS = ("InvalidDatabaseRef", "DatabaseUnreachable")
+
+
+async def rotate(*, spec: kopf.Spec, status: kopf.Status, namespace: str | None, name: str,
+                 memo: Memo, logger: kopf.Logger, **kwargs: Any) -> None:
+    """The databaseRef timer: re-read the resource's Secret and sync again when its DSN is not
+    the one in use (a rotated DSN, a Secret created or fixed since), without a change to the
+    resource. Registered by `add_status_timer`, at the status interval."""
+    runtime = memo.runtime
+    if not spec.get("databaseRef") or not namespace or not runtime.config.database_refs:
+        return
+    found = runtime.catalog.conditions(f"{namespace}/{name}", status.get("conditions"))
+    ready = next((c for c in found or () if c.get("type") == READY), {})
+    if conditions.status_of(found, SYNCED) != "True" and ready.get("reason") not in SECRET_REASONS:
+        return
+    try:
+        ref = DatabaseRef.model_validate(spec["databaseRef"])
+        dsn = await read_secret_dsn(runtime.kube, namespace, ref)
+    except (ValidationError, InvalidSpec, DatabaseError):
+        return  # reconcile reports it
+    if runtime.databases.dsn_of(secret_key(namespace, ref)) != dsn:
+        logger.info("Secret %s/%s changed: syncing again", namespace, ref.name)
+        await sync(spec=spec, status=status, namespace=namespace, name=name, memo=memo,
+                   logger=logger, **kwargs)
+
+
 def add_status_timer(interval: float) -> None:
-    """Register `publish` to run every `interval` seconds for each ClaimSchedule."""
+    """Register `publish` and `rotate` to run every `interval` seconds for each
+    ClaimSchedule."""
     kopf.timer(*RESOURCE, interval=interval, registry=registry)(publish)
+    kopf.timer(*RESOURCE, interval=interval, registry=registry)(rotate)
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -246,16 +298,35 @@ def add_status_timer(interval: float) -> None:
 async def _database(runtime: Runtime, namespace: str | None,
                     parsed: ClaimScheduleSpec) -> Database:
     """The database of a valid spec: its databaseRef's (when enabled), else the default."""
-    key, dsn = DEFAULT, None
-    if parsed.database_ref is not None and namespace:
-        if not runtime.config.database_refs:
-            raise DatabaseRefDisabled()
-        key = secret_key(namespace, parsed.database_ref)
-        dsn = await read_secret_dsn(runtime.kube, namespace, parsed.database_ref)
-    return await asyncio.to_thread(runtime.databases.get, key, dsn)
+    if parsed.database_ref is not None and namespace and not runtime.config.database_refs:
+        raise DatabaseRefDisabled()
+    return await _open(runtime, namespace, parsed.database_ref)
 
 
-def _synced(body: kopf.Body, spec: JobSpec, outcome: Outcome, found: Conditions) -> None:
+async def _database_of(runtime: Runtime, namespace: str | None,
+                       spec: Mapping[str, Any]) -> Database | None:
+    """The database a resource's row is in, from its spec alone (even an invalid one); None when
+    it has none (a databaseRef while they are disabled, no default DSN)."""
+    try:
+        ref = DatabaseRef.model_validate(spec["databaseRef"]) if spec.get("databaseRef") \
+            else None
+    except ValidationError:
+        return None
+    if (ref is not None and not runtime.config.database_refs) or \
+            (ref is None and not runtime.databases.default_dsn):
+        return None
+    return await _open(runtime, namespace, ref)
+
+
+async def _open(runtime: Runtime, namespace: str | None, ref: DatabaseRef | None) -> Database:
+    if ref is not None and namespace:
+        dsn = await read_secret_dsn(runtime.kube, namespace, ref)
+        return await asyncio.to_thread(open_secret_database, runtime.databases, namespace, ref,
+                                       dsn)
+    return await asyncio.to_thread(runtime.databases.get, DEFAULT)
+
+
+def _synced(body: kopf.Body, spec: JobSpec, outcome: WriteOutcome, found: Conditions) -> None:
     """Conditions, metrics and an Event (when something changed) for a row written."""
     metrics.SCHEDULES_SYNCED.labels(outcome).inc()
     resolved = spec.parsed.resolved
@@ -288,11 +359,12 @@ def _invalid(runtime: Runtime, body: kopf.Body, owner: str, job: str, exc: Excep
     message = " ".join(str(exc).split())
     was = [(c.get("reason"), c.get("message")) for c in found.before or ()
            if c.get("type") == READY]
-    found.set(condition(SYNCED, False, "InvalidSpec", message),
+    found.set(condition(SYNCED, False, "Conflict" if reason == "Conflict" else "InvalidSpec",
+                        message),
               condition(READY, False, reason, message))
     found.patch.status["resolvedSchedule"] = None
-    prior = runtime.catalog.get(owner)  # keep its database: delete releases what was ours
-    runtime.catalog.put(Entry(owner, job, prior.database if prior else DEFAULT, None))
+    runtime.catalog.put(Entry(owner, job, DEFAULT, None))
     metrics.INVALID_SPECS.labels(reason).inc()
     if was != [(reason, message)]:
-        events.post(body, events.Event(events.WARNING, "Invalid", f"{reason}: {message}"))
+        events.post(body, events.Event(events.WARNING, "Conflict", message) if reason == "Conflict"
+                    else events.Event(events.WARNING, "Invalid", f"{reason}: {message}"))

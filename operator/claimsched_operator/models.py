@@ -105,3 +105,4 @@ class ObservedStatus(_Camel):
     late_fire_time: str | None = Field(None, alias="lateFireTime")
     consecutive_failures: int = Field(0, alias="consecutiveFailures")
     failing: bool = False
+    durability: Literal["synchronous", "asynchronous", "standalone"] | None = None

@@ -30,15 +30,34 @@ import yaml
 Json = dict[str, Any]
 
 # Keywords the API server rejects anywhere in a structural v1 schema.
-_FORBIDDEN = ("$ref", "$schema", "definitions", "dependencies", "id", "patternProperties",
-              "additionalItems")
+_FORBIDDEN = (
+    "$ref",
+    "$schema",
+    "definitions",
+    "dependencies",
+    "id",
+    "patternProperties",
+    "additionalItems",
+)
 _JUNCTORS = ("allOf", "anyOf", "oneOf", "not")
 _NOT_IN_JUNCTORS = ("type", "default", "description", "nullable", "additionalProperties")
 _SCALARS = ("string", "integer", "number", "boolean")
-_COPIED = ("enum", "minimum", "maximum", "minLength", "maxLength", "pattern", "minItems",
-           "maxItems", "minProperties", "maxProperties", "multipleOf", "required", "format")
-_DATE_TIME = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+_COPIED = (
+    "enum",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+    "multipleOf",
+    "required",
+    "format",
+)
+_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 _formats = jsonschema.FormatChecker()
@@ -136,11 +155,17 @@ class Crd:
         apply_defaults(schema, result)
         name = (result.get("metadata") or {}).get("name")
         if name is not None and not (isinstance(name, str) and _DNS_SUBDOMAIN.match(name)):
-            errors.append(("metadata.name", "a lowercase RFC 1123 subdomain must consist of "
-                           "lower case alphanumeric characters, '-' or '.'"))
+            errors.append(
+                (
+                    "metadata.name",
+                    "a lowercase RFC 1123 subdomain must consist of "
+                    "lower case alphanumeric characters, '-' or '.'",
+                )
+            )
         if version not in self._validators:
             self._validators[version] = jsonschema.Draft202012Validator(
-                to_json_schema(schema, root=True), format_checker=_formats)
+                to_json_schema(schema, root=True), format_checker=_formats
+            )
         for error in self._validators[version].iter_errors(result):
             errors.append((_dotted(error.absolute_path), error.message))
         old_defaulted = copy.deepcopy(old) if old is not None else None
@@ -197,15 +222,19 @@ def to_json_schema(node: Json, *, root: bool = False, junctor: bool = False) -> 
     extra = node.get("additionalProperties")
     if isinstance(extra, dict):
         out["additionalProperties"] = to_json_schema(extra)
-    elif not junctor and not node.get("x-kubernetes-preserve-unknown-fields") and (
-            extra is not True and (properties or node.get("type") == "object")):
+    elif (
+        not junctor
+        and not node.get("x-kubernetes-preserve-unknown-fields")
+        and (extra is not True and (properties or node.get("type") == "object"))
+    ):
         out["additionalProperties"] = False
     for name in _JUNCTORS:
         if name == "not" and name in node:
             out["not"] = to_json_schema(node["not"], junctor=True)
         elif name in node:
             out.setdefault("allOf", []).append(
-                {name: [to_json_schema(sub, junctor=True) for sub in node[name]]})
+                {name: [to_json_schema(sub, junctor=True) for sub in node[name]]}
+            )
     return out
 
 
@@ -232,8 +261,9 @@ def apply_defaults(node: Json, value: Any) -> None:
             apply_defaults(node["items"], item)
 
 
-def _walk_rules(node: Json, value: Any, old: Any, path: str, *, quiet: bool
-                ) -> Iterator[tuple[str, str]]:
+def _walk_rules(
+    node: Json, value: Any, old: Any, path: str, *, quiet: bool
+) -> Iterator[tuple[str, str]]:
     """List-map key uniqueness and CEL rules, depth first, with oldSelf correlated by key."""
     if value is None:
         return
@@ -253,8 +283,9 @@ def _walk_rules(node: Json, value: Any, old: Any, path: str, *, quiet: bool
         for name, sub in node.get("properties", {}).items():
             if name in value:
                 sub_old = old.get(name) if isinstance(old, dict) else None
-                yield from _walk_rules(sub, value[name], sub_old, f"{path}.{name}".lstrip("."),
-                                       quiet=quiet)
+                yield from _walk_rules(
+                    sub, value[name], sub_old, f"{path}.{name}".lstrip("."), quiet=quiet
+                )
     elif isinstance(value, list) and "items" in node:
         keys = node.get("x-kubernetes-list-map-keys") or []
         olds: dict[tuple[Any, ...], Any] = {}
@@ -268,8 +299,9 @@ def _walk_rules(node: Json, value: Any, old: Any, path: str, *, quiet: bool
                     duplicate = dict(zip(keys, key, strict=True))
                     yield f"{path}[{index}]", f"Duplicate value: {duplicate}"
                 seen.add(key)
-                yield from _walk_rules(node["items"], item, olds.get(key), f"{path}[{index}]",
-                                       quiet=quiet)
+                yield from _walk_rules(
+                    node["items"], item, olds.get(key), f"{path}[{index}]", quiet=quiet
+                )
             else:
                 yield from _walk_rules(node["items"], item, None, f"{path}[{index}]", quiet=quiet)
 
@@ -278,8 +310,9 @@ def _key(item: Json, keys: list[str]) -> tuple[Any, ...]:
     return tuple(item.get(key) for key in keys)
 
 
-def _structural(node: Any, path: str, *, root: bool = False, junctor: bool = False
-                ) -> Iterator[str]:
+def _structural(
+    node: Any, path: str, *, root: bool = False, junctor: bool = False
+) -> Iterator[str]:
     if not isinstance(node, dict):
         yield f"{path}: must be an object"
         return
@@ -292,7 +325,8 @@ def _structural(node: Any, path: str, *, root: bool = False, junctor: bool = Fal
                 yield f"{path}: {key} must not be set inside allOf/anyOf/oneOf/not"
     kind = node.get("type")
     special = node.get("x-kubernetes-int-or-string") or node.get(
-        "x-kubernetes-preserve-unknown-fields")
+        "x-kubernetes-preserve-unknown-fields"
+    )
     if not junctor and not kind and not special:
         yield f"{path}: type must not be empty"
     if node.get("x-kubernetes-int-or-string") and kind:
@@ -304,11 +338,18 @@ def _structural(node: Any, path: str, *, root: bool = False, junctor: bool = Fal
         yield f"{path}: additionalProperties cannot be false"
     if extra is not None and "properties" in node:
         yield f"{path}: additionalProperties and properties are mutually exclusive"
-    if kind == "object" and not junctor and "properties" not in node and extra is None \
-            and not node.get("x-kubernetes-preserve-unknown-fields") \
-            and not (path.endswith(".metadata") and path.count(".") == 1):
-        yield f"{path}: an object needs properties, additionalProperties or " \
-              "x-kubernetes-preserve-unknown-fields"
+    if (
+        kind == "object"
+        and not junctor
+        and "properties" not in node
+        and extra is None
+        and not node.get("x-kubernetes-preserve-unknown-fields")
+        and not (path.endswith(".metadata") and path.count(".") == 1)
+    ):
+        yield (
+            f"{path}: an object needs properties, additionalProperties or "
+            "x-kubernetes-preserve-unknown-fields"
+        )
     if kind == "array" and "items" not in node:
         yield f"{path}: an array must have items"
     for name in node.get("required", []):
@@ -317,14 +358,17 @@ def _structural(node: Any, path: str, *, root: bool = False, junctor: bool = Fal
     yield from _list_type_errors(node, path)
     if "default" in node:
         try:
-            jsonschema.Draft202012Validator(
-                to_json_schema(node), format_checker=_formats).validate(node["default"])
+            jsonschema.Draft202012Validator(to_json_schema(node), format_checker=_formats).validate(
+                node["default"]
+            )
         except jsonschema.ValidationError as e:
             yield f"{path}: the default is invalid: {e.message}"
     if root and "metadata" in node.get("properties", {}):
         meta = node["properties"]["metadata"]
         if set(meta) - {"type", "properties"} or set(meta.get("properties", {})) - {
-                "name", "generateName"}:
+            "name",
+            "generateName",
+        }:
             yield f"{path}.metadata: only type and name/generateName restrictions are allowed"
     for name, sub in node.get("properties", {}).items():
         yield from _structural(sub, f"{path}.{name}", junctor=junctor)
@@ -333,8 +377,9 @@ def _structural(node: Any, path: str, *, root: bool = False, junctor: bool = Fal
     if isinstance(extra, dict):
         yield from _structural(extra, f"{path}{{*}}", junctor=junctor)
     for name in _JUNCTORS:
-        for index, sub in enumerate(node[name] if isinstance(node.get(name), list)
-                                    else [node[name]] if name in node else []):
+        for index, sub in enumerate(
+            node[name] if isinstance(node.get(name), list) else [node[name]] if name in node else []
+        ):
             yield from _structural(sub, f"{path}.{name}[{index}]", junctor=True)
     for index, rule in enumerate(node.get("x-kubernetes-validations", [])):
         try:

@@ -74,8 +74,11 @@ def ignored(path: str, rules: list[str]) -> bool:
 
 def context(repo: Path, files: list[str]) -> list[str]:
     """The files of `files` (relative to `repo`) that the root .dockerignore lets in."""
-    rules = [line.strip() for line in (repo / ".dockerignore").read_text().splitlines()
-             if line.strip() and not line.strip().startswith("#")]
+    rules = [
+        line.strip()
+        for line in (repo / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
     return [name for name in files if not ignored(name, rules)]
 
 
@@ -100,8 +103,9 @@ class Replay:
             known = path.startswith(IMAGE_PATHS) or path.startswith(SYSTEM_PATHS)
             assert known, f"the replay does not know the image path {path!r}"
         pattern = "|".join(re.escape(p) for p in IMAGE_PATHS)
-        return re.sub(rf"(?<![\w$./-])({pattern})(?=[/\s\"':]|$)",
-                      lambda m: str(self.root) + m.group(1), text)
+        return re.sub(
+            rf"(?<![\w$./-])({pattern})(?=[/\s\"':]|$)", lambda m: str(self.root) + m.group(1), text
+        )
 
 
 def _python_shim(folder: Path) -> Path:
@@ -119,8 +123,9 @@ def _set_env(state: Replay, arguments: str) -> None:
         state.env[name] = value.replace("$PATH", state.env.get("PATH", ""))
 
 
-def replay(dockerfile: Path, repo: Path, files: list[str], root: Path,
-           base_env: dict[str, str]) -> Replay:
+def replay(
+    dockerfile: Path, repo: Path, files: list[str], root: Path, base_env: dict[str, str]
+) -> Replay:
     """Run the build steps of `dockerfile` with `repo`'s files (as the build context)."""
     shims = _python_shim(root.parent / f"{root.name}-shims")
     env = {**base_env, "PATH": f"{shims}{os.pathsep}{base_env.get('PATH', '')}"}
@@ -170,10 +175,17 @@ def _run(state: Replay, arguments: str) -> None:
     if all(c.startswith(USER_COMMANDS) for c in commands):
         state.log.append(f"skipped (user management): {arguments[:60]}")
         return
-    assert not any(c.startswith(USER_COMMANDS) for c in commands), \
+    assert not any(c.startswith(USER_COMMANDS) for c in commands), (
         "keep user management in its own RUN: the replay skips it"
+    )
     script = state.rewrite(arguments)
-    result = subprocess.run(["/bin/sh", "-ec", script], cwd=state.host(state.workdir),
-                            env=state.env, capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        ["/bin/sh", "-ec", script],
+        cwd=state.host(state.workdir),
+        env=state.env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     state.log.append(f"RUN {script}\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
     assert result.returncode == 0, f"RUN failed: {script}\n{result.stderr[-4000:]}"

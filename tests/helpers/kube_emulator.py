@@ -40,10 +40,19 @@ Json = dict[str, Any]
 KUBE_VERSION = "1.32"
 CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "claimschedule.yaml"
 _VERBS = {"create", "delete", "get", "list", "patch", "update", "watch"}
-_IMMUTABLE = ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
-              "deletionGracePeriodSeconds", "generation", "resourceVersion")
+_IMMUTABLE = (
+    "name",
+    "namespace",
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "resourceVersion",
+)
 _SELECTOR = re.compile(
-    r"^\s*(!?)([\w./-]+)\s*(?:(==|=|!=)\s*([\w.-]*)|\s+(in|notin)\s*\(([^)]*)\))?\s*$")
+    r"^\s*(!?)([\w./-]+)\s*(?:(==|=|!=)\s*([\w.-]*)|\s+(in|notin)\s*\(([^)]*)\))?\s*$"
+)
 kmock_gaps.parse_namespace_paths()
 
 
@@ -74,37 +83,57 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.fallback["get /api/"] << self._serve_api
         self.fallback["get /apis/"] << self._serve_apis
         self.resources.load_data(kmock_gaps.bundled_resources())
-        for plural, kind, namespaced in [("kopfpeerings", "KopfPeering", True),
-                                         ("clusterkopfpeerings", "ClusterKopfPeering", False)]:
+        for plural, kind, namespaced in [
+            ("kopfpeerings", "KopfPeering", True),
+            ("clusterkopfpeerings", "ClusterKopfPeering", False),
+        ]:
             self.resources[f"kopf.dev/v1/{plural}"] = kmock.ResourceInfo(
-                kind=kind, singular=kind.lower(), namespaced=namespaced, verbs=_VERBS)
+                kind=kind, singular=kind.lower(), namespaced=namespaced, verbs=_VERBS
+            )
         self.add_crd(load_crd(CRD_PATH))
         self._objects[kmock.resource("", "v1", "namespaces"), None, "default"] = {
-            "apiVersion": "v1", "kind": "Namespace", "metadata": self._stamp({"name": "default"})}
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": self._stamp({"name": "default"}),
+        }
 
     def add_crd(self, crd: Crd) -> None:
         """Serve (discovery, CRUD) and validate the CRD's resource, like an established CRD."""
         names = crd.names
         resource = kmock.resource(crd.group, crd.version()["name"], crd.plural)
         self.crds[resource] = crd
-        key = (kmock.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions"), None,
-               crd.doc["metadata"]["name"])
+        key = (
+            kmock.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+            None,
+            crd.doc["metadata"]["name"],
+        )
         if self._live(key) is None:  # registered directly, not POSTed: list it like a cluster
             doc = copy.deepcopy(crd.doc)
             self._stamp(doc["metadata"])
             self._store(key, doc)
         self.resources[resource] = kmock.ResourceInfo(
-            kind=crd.kind, singular=names.get("singular", crd.kind.lower()),
-            namespaced=crd.namespaced, verbs=_VERBS, shortnames=names.get("shortNames", []),
+            kind=crd.kind,
+            singular=names.get("singular", crd.kind.lower()),
+            namespaced=crd.namespaced,
+            verbs=_VERBS,
+            shortnames=names.get("shortNames", []),
             categories=names.get("categories", []),
-            subresources=crd.version().get("subresources", {}).keys())
+            subresources=crd.version().get("subresources", {}).keys(),
+        )
 
-    def sent(self, method: str | None = None, path: str | re.Pattern[str] | None = None
-             ) -> list[Exchange]:
+    def sent(
+        self, method: str | None = None, path: str | re.Pattern[str] | None = None
+    ) -> list[Exchange]:
         """The recorded exchanges, oldest first, filtered by method and path (or a regex)."""
-        return [x for x in list(self.exchanges)
-                if method in (None, x.method) and (path is None or (
-                    path.fullmatch(x.path) if isinstance(path, re.Pattern) else path == x.path))]
+        return [
+            x
+            for x in list(self.exchanges)
+            if method in (None, x.method)
+            and (
+                path is None
+                or (path.fullmatch(x.path) if isinstance(path, re.Pattern) else path == x.path)
+            )
+        ]
 
     def live_object(self, api: str, namespace: str | None, name: str) -> Json | None:
         """A copy of a stored object (``api`` like ``claimsched.io/v1alpha1/claimschedules``)."""
@@ -129,8 +158,12 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if request.resource is None or request.resource.plural is None or method == "GET":
             return await kmock.RawHandler._handle(self, request)
         try:
-            if (method, named) not in {("POST", False), ("PATCH", True), ("PUT", True),
-                                       ("DELETE", True)}:
+            if (method, named) not in {
+                ("POST", False),
+                ("PATCH", True),
+                ("PUT", True),
+                ("DELETE", True),
+            }:
                 raise kmock.KubernetesError(405, "MethodNotAllowed", f"{method} is not supported")
             async with self._lock:
                 self._answers[request] = await self._write(request, self._info(request))
@@ -144,8 +177,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
     _serve_create = _serve_update = _serve_delete = _serve_written  # type: ignore[assignment]
 
-    async def _write(self, request: kmock.Request, info: kmock.ResourceInfo
-                     ) -> tuple[int, Json]:
+    async def _write(self, request: kmock.Request, info: kmock.ResourceInfo) -> tuple[int, Json]:
         res = request.resource
         assert res is not None
         key = (res, request.namespace if info.namespaced else None, request.name)
@@ -171,12 +203,14 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if new == old:
             return 200, old  # a no-op keeps the resourceVersion, like the API server
         if {k: v for k, v in new.items() if k not in ("metadata", "status")} != {
-                k: v for k, v in old.items() if k not in ("metadata", "status")}:
+            k: v for k, v in old.items() if k not in ("metadata", "status")
+        }:
             new["metadata"]["generation"] = old["metadata"].get("generation", 0) + 1
         new["metadata"]["resourceVersion"] = self._next_rv()
         if not dry_run:
             gone = new["metadata"].get("deletionTimestamp") and not new["metadata"].get(
-                "finalizers")
+                "finalizers"
+            )
             self._store(key, new, deleted=bool(gone))
             await self._publish(res, "DELETED" if gone else "MODIFIED", new)
         return 200, new
@@ -189,9 +223,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
         meta = new.setdefault("metadata", {})
         if info.namespaced:
             if not request.namespace or meta.get("namespace", request.namespace) != (
-                    request.namespace):
-                raise kmock.KubernetesError(400, "BadRequest", "the namespace of the object "
-                                            "does not match the namespace of the request")
+                request.namespace
+            ):
+                raise kmock.KubernetesError(
+                    400,
+                    "BadRequest",
+                    "the namespace of the object does not match the namespace of the request",
+                )
             meta["namespace"] = request.namespace
         else:
             meta.pop("namespace", None)
@@ -199,7 +237,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
             if not meta.get("generateName"):
                 raise _invalid(new, [("metadata.name", "name or generateName is required")])
             meta["name"] = meta["generateName"] + "".join(
-                secrets.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+                secrets.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5)
+            )
         for field in _IMMUTABLE[2:]:
             meta.pop(field, None)
         self._stamp(meta)
@@ -220,7 +259,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
             except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
                 raise kmock.KubernetesError(422, "Invalid", f"JSON patch failed: {e}") from None
         elif ctype == "application/merge-patch+json" or (
-                ctype == "application/strategic-merge-patch+json" and _is_builtin(request)):
+            ctype == "application/strategic-merge-patch+json" and _is_builtin(request)
+        ):
             new = _merge_patch(old, data)
             expected_rv = (data or {}).get("metadata", {}).get("resourceVersion")
         else:
@@ -228,12 +268,18 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if not isinstance(new, dict):
             raise kmock.KubernetesError(400, "BadRequest", "the result must be a JSON object")
         if expected_rv is not None and expected_rv != old["metadata"]["resourceVersion"]:
-            raise kmock.KubernetesError(409, "Conflict", "the object has been modified; "
-                                        "please apply your changes to the latest version")
+            raise kmock.KubernetesError(
+                409,
+                "Conflict",
+                "the object has been modified; please apply your changes to the latest version",
+            )
         self._check_type(request, info, new)
         if request.subresource == "status" and "status" in info.subresources:
-            new = {**old, "status": new["status"]} if "status" in new else {
-                k: v for k, v in old.items() if k != "status"}
+            new = (
+                {**old, "status": new["status"]}
+                if "status" in new
+                else {k: v for k, v in old.items() if k != "status"}
+            )
         elif request.subresource is not None:
             raise kmock.KubernetesError(404, "NotFound", f"no subresource {request.subresource}")
         elif "status" in info.subresources:
@@ -245,8 +291,15 @@ class KubeEmulator(kmock.KubernetesEmulator):
             meta.update({field: old["metadata"][field]} if field in old["metadata"] else {})
         added = set(meta.get("finalizers", [])) - set(old["metadata"].get("finalizers", []))
         if meta.get("deletionTimestamp") and added:
-            raise _invalid(new, [("metadata.finalizers", "no new finalizers can be added "
-                                  "if the object is being deleted")])
+            raise _invalid(
+                new,
+                [
+                    (
+                        "metadata.finalizers",
+                        "no new finalizers can be added if the object is being deleted",
+                    )
+                ],
+            )
         return self._validate(request.resource, new, old)  # type: ignore[arg-type]
 
     async def _delete(self, key: Any, old: Json, dry_run: bool) -> Json:
@@ -285,13 +338,19 @@ class KubeEmulator(kmock.KubernetesEmulator):
         obj.setdefault("apiVersion", api_version)
         obj.setdefault("kind", info.kind)
         if (obj["apiVersion"], obj["kind"]) != (api_version, info.kind):
-            raise kmock.KubernetesError(400, "BadRequest", f"expected {api_version} {info.kind},"
-                                        f" got {obj['apiVersion']} {obj['kind']}")
+            raise kmock.KubernetesError(
+                400,
+                "BadRequest",
+                f"expected {api_version} {info.kind}, got {obj['apiVersion']} {obj['kind']}",
+            )
 
     def _info(self, request: kmock.Request) -> kmock.ResourceInfo:
         if request.resource not in self.resources:
-            raise kmock.KubernetesError(404, "NotFound", f"the server could not find the "
-                                        f"requested resource {request.resource}")
+            raise kmock.KubernetesError(
+                404,
+                "NotFound",
+                f"the server could not find the requested resource {request.resource}",
+            )
         return self.resources[request.resource]  # type: ignore[index]
 
     def _live(self, key: Any) -> Json | None:
@@ -312,8 +371,12 @@ class KubeEmulator(kmock.KubernetesEmulator):
         await self._buses[res].put({"type": kind, "object": obj})
 
     def _stamp(self, meta: Json) -> Json:
-        meta.update(uid=str(uuid.uuid4()), resourceVersion=self._next_rv(),
-                    creationTimestamp=_now(), generation=1)
+        meta.update(
+            uid=str(uuid.uuid4()),
+            resourceVersion=self._next_rv(),
+            creationTimestamp=_now(),
+            generation=1,
+        )
         return meta
 
     def _next_rv(self) -> str:
@@ -324,12 +387,17 @@ class KubeEmulator(kmock.KubernetesEmulator):
         info = self._info(request)
         res = request.resource
         assert res is not None
-        return {"apiVersion": f"{res.group}/{res.version}".lstrip("/"), "kind": f"{info.kind}List",
-                "metadata": {"resourceVersion": str(self._rv)}, "items": self._matching(request)}
+        return {
+            "apiVersion": f"{res.group}/{res.version}".lstrip("/"),
+            "kind": f"{info.kind}List",
+            "metadata": {"resourceVersion": str(self._rv)},
+            "items": self._matching(request),
+        }
 
     def _serve_watch(self, request: kmock.Request) -> kmock.Payload:  # type: ignore[override]
-        return kmock.Response(headers={"Content-Type": "application/json"},
-                                  payload=self._watch(request))
+        return kmock.Response(
+            headers={"Content-Type": "application/json"}, payload=self._watch(request)
+        )
 
     async def _watch(self, request: kmock.Request) -> AsyncIterator[kmock.Payload]:
         yield b""  # send the headers now, even if nothing happens for a while
@@ -338,11 +406,16 @@ class KubeEmulator(kmock.KubernetesEmulator):
         since = request.params.get("resourceVersion", "0") or "0"
         async with self._lock:  # the backlog and the live stream must neither gap nor overlap
             mark = await bus.mark()
-            initial = [{"type": "ADDED", "object": obj} for obj in self._matching(request)
-                       ] if since == "0" else [
-                event for event in self._events.get(request.resource, [])
-                if int(event["object"]["metadata"]["resourceVersion"]) > int(since)
-                and self._matches(request, event["object"])]
+            initial = (
+                [{"type": "ADDED", "object": obj} for obj in self._matching(request)]
+                if since == "0"
+                else [
+                    event
+                    for event in self._events.get(request.resource, [])
+                    if int(event["object"]["metadata"]["resourceVersion"]) > int(since)
+                    and self._matches(request, event["object"])
+                ]
+            )
         timeout = float(request.params.get("timeoutSeconds", 0)) or None
         deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
         stream = bus.stream(since=mark)
@@ -350,8 +423,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
             for event in initial:
                 yield event
             while deadline is None or deadline > asyncio.get_running_loop().time():
-                remaining = None if deadline is None else deadline - asyncio.get_running_loop(
-                    ).time()
+                remaining = (
+                    None if deadline is None else deadline - asyncio.get_running_loop().time()
+                )
                 try:
                     event = await asyncio.wait_for(anext(stream), remaining)
                 except TimeoutError:
@@ -362,8 +436,11 @@ class KubeEmulator(kmock.KubernetesEmulator):
             await bus.unmark(mark)
 
     def _matching(self, request: kmock.Request) -> list[Json]:
-        return [obj.raw for (res, _, _), obj in self._objects.items()
-                if res == request.resource and not obj.deleted and self._matches(request, obj.raw)]
+        return [
+            obj.raw
+            for (res, _, _), obj in self._objects.items()
+            if res == request.resource and not obj.deleted and self._matches(request, obj.raw)
+        ]
 
     def _matches(self, request: kmock.Request, obj: Json) -> bool:
         meta = obj.get("metadata", {})
@@ -381,7 +458,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
 
 def _is_builtin(request: kmock.Request) -> bool:
     return request.resource is not None and "." not in str(request.resource.group).replace(
-        ".k8s.io", "")
+        ".k8s.io", ""
+    )
 
 
 def _selected(labels: dict[str, str], selector: str) -> bool:
@@ -391,11 +469,19 @@ def _selected(labels: dict[str, str], selector: str) -> bool:
             raise kmock.KubernetesError(400, "BadRequest", f"invalid label selector {term!r}")
         negated, key, op, value, set_op, values = match.groups()
         choices = {v.strip() for v in (values or "").split(",")}
-        ok = (key not in labels if negated else
-              labels.get(key) == value if op in ("=", "==") else
-              labels.get(key) != value if op == "!=" else
-              labels.get(key) in choices if set_op == "in" else
-              labels.get(key) not in choices if set_op == "notin" else key in labels)
+        ok = (
+            key not in labels
+            if negated
+            else labels.get(key) == value
+            if op in ("=", "==")
+            else labels.get(key) != value
+            if op == "!="
+            else labels.get(key) in choices
+            if set_op == "in"
+            else labels.get(key) not in choices
+            if set_op == "notin"
+            else key in labels
+        )
         if not ok:
             return False
     return True
@@ -416,16 +502,30 @@ def _merge_patch(target: Any, patch: Any) -> Any:
 
 def _invalid(obj: Json, errors: list[tuple[str, str]]) -> kmock.KubernetesError:
     kind, name = obj.get("kind", "Object"), obj.get("metadata", {}).get("name", "")
-    causes = [{"reason": "FieldValueInvalid", "field": path, "message": message}
-              for path, message in errors]
+    causes = [
+        {"reason": "FieldValueInvalid", "field": path, "message": message}
+        for path, message in errors
+    ]
     text = "; ".join(f"{path}: {message}" if path else message for path, message in errors)
-    return kmock.KubernetesError(422, "Invalid", f'{kind} "{name}" is invalid: {text}',
-                                 {"name": name, "kind": kind, "causes": causes})
+    return kmock.KubernetesError(
+        422,
+        "Invalid",
+        f'{kind} "{name}" is invalid: {text}',
+        {"name": name, "kind": kind, "causes": causes},
+    )
 
 
 def _status(e: kmock.KubernetesError) -> Json:
-    return {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
-            "code": e.status, "reason": e.reason, "message": e.message, "details": e.details or {}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "metadata": {},
+        "status": "Failure",
+        "code": e.status,
+        "reason": e.reason,
+        "message": e.message,
+        "details": e.details or {},
+    }
 
 
 def _now() -> str:
@@ -455,8 +555,9 @@ def serve_emulator(directory: Path) -> Iterator[Served]:
         stop = asyncio.Event()
         try:
             async with KubeEmulator() as emulator, kmock.Server(emulator) as server:
-                box.update(emulator=emulator, port=server.port, stop=stop,
-                           loop=asyncio.get_running_loop())
+                box.update(
+                    emulator=emulator, port=server.port, stop=stop, loop=asyncio.get_running_loop()
+                )
                 started.set()
                 await stop.wait()
         except BaseException as e:  # handed over to the caller's thread
@@ -472,13 +573,27 @@ def serve_emulator(directory: Path) -> Iterator[Served]:
         raise RuntimeError("the Kubernetes emulator did not start") from box.get("error")
     url = f"http://127.0.0.1:{box['port']}"
     kubeconfig = directory / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "emulator",
-        "clusters": [{"name": "emulator", "cluster": {"server": url}}],
-        "users": [{"name": "emulator", "user": {"token": "emulator-token"}}],
-        "contexts": [{"name": "emulator", "context": {
-            "cluster": "emulator", "user": "emulator", "namespace": "default"}}],
-    }))
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "emulator",
+                "clusters": [{"name": "emulator", "cluster": {"server": url}}],
+                "users": [{"name": "emulator", "user": {"token": "emulator-token"}}],
+                "contexts": [
+                    {
+                        "name": "emulator",
+                        "context": {
+                            "cluster": "emulator",
+                            "user": "emulator",
+                            "namespace": "default",
+                        },
+                    }
+                ],
+            }
+        )
+    )
     try:
         yield Served(box["emulator"], url, kubeconfig)
     finally:

@@ -45,8 +45,9 @@ def test_lifting_a_suspension_early_never_makes_what_fell_in_it_due(store: Store
 def test_a_code_declaration_keeps_a_suspension_set_by_the_cli(store: Store) -> None:
     store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s"))
     store.suspend_schedule("job", None, "vendor API down")
-    assert store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s")) == "unchanged"
-    assert store.upsert_schedule(job_spec(job_name="job", schedule="@every 2s")) == "updated"
+    same, changed = (job_spec(job_name="job", schedule=f"@every {n}s") for n in (1, 2))
+    assert store.upsert_schedule(same).outcome == "unchanged"
+    assert store.upsert_schedule(changed).outcome == "updated"
     assert sql(store.dsn, "SELECT schedule, enabled, suspend_reason FROM job_schedule") == [
         ("@every 2s", False, "vendor API down")]
 

@@ -101,9 +101,10 @@ def test_printer_columns_read_the_status(crd: Crd) -> None:
     assert columns["Next"]["type"] == "date"
     wide = {name for name, c in columns.items() if c.get("priority") == 1}
     assert wide == {"Suspend Until", "Suspend Reason", "Resolved", "TimeZone", "Missed", "Failed",
-                    "Ready", "Failing", "Late"}
+                    "Ready", "Failing", "Late", "Durability"}
     assert columns["Failing"]["jsonPath"] == ".status.failing"
     assert columns["Late"]["jsonPath"] == ".status.late"
+    assert columns["Durability"]["jsonPath"] == ".status.durability"
 
 
 def test_defaults_are_applied_where_the_parent_exists(crd: Crd) -> None:

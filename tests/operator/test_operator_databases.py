@@ -85,3 +85,27 @@ def test_database_ref_puts_the_row_in_the_database_its_secret_names(
 
     # databaseRef mode: reading Secrets is granted, and nothing else was asked for.
     assert_permissions_cover_the_operator(served, database_refs=True)
+
+
+def test_a_rotated_secret_moves_the_schedule_without_touching_the_claimschedule(
+        api: kubernetes.client.CustomObjectsApi, core: kubernetes.client.CoreV1Api,
+        operator: Operator, empty_dsn: str, other_empty_dsn: str) -> None:
+    operator.env["CLAIMSCHED_OPERATOR_DATABASE_REFS"] = "true"
+    operator.start()
+    core.create_namespaced_secret("default", secret("reports-db", "Not-Yet-A-Dsn"))
+    create(api, claimschedule("rotated", "@every 1h", databaseRef={"name": "reports-db"}))
+    wait_for(lambda: (c := condition(api, "rotated", "Ready")) and
+             c["reason"] == "InvalidDatabaseRef", "InvalidDatabaseRef", log=operator.log)
+
+    # The Secret is fixed, then rotated to another database: each is picked up by itself.
+    for dsn in (empty_dsn, other_empty_dsn):
+        core.patch_namespaced_secret("reports-db", "default", {
+            "data": {"dsn": base64.b64encode(dsn.encode()).decode()}})
+        wait_for(lambda d=dsn: owners(d) == {"rotated": "default/rotated"},
+                 "the row in the Secret's database", log=operator.log)
+        wait_for(lambda: (c := condition(api, "rotated", "Synced")) and c["status"] == "True",
+                 "Synced", log=operator.log)
+    generation = api.get_namespaced_custom_object(
+        "claimsched.io", "v1alpha1", "default", "claimschedules", "rotated")["metadata"].get(
+        "generation")
+    assert generation in (None, 1)  # nobody touched the ClaimSchedule's spec

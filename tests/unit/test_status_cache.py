@@ -71,7 +71,7 @@ def row(now: datetime, **changes: Any) -> dict[str, Any]:
         "last_error": None, "last_successful_time": None, "active_runs": 0,
         "orphaned_current": 0, "orphaned_day": 0, "failed_day": 0, "exhausted_day": 0,
         "live_agents": 1, "active_since": START, "latest_occurrence": None,
-        "consecutive_failures": 0, "consecutive_successes": 0,
+        "consecutive_failures": 0, "consecutive_successes": 0, "durability": "standalone",
     }
     values.update(changes)
     return values

@@ -1,9 +1,10 @@
 """Everything that talks to Postgres. The only package that imports psycopg."""
 
-from .connection import checked_schema, compose, connect, redact_dsn, redact_text
-from .listener import NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener
+from .connection import checked_schema, compose, connect, dsn_parses, redact_dsn, redact_text
+from .listener import NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener, Poller
 from .migrations import SCHEMA_VERSION, ensure_partitions, maintain, migrate, schema_version
 from .owned import OwnedSchedules
+from .session import SessionOptions
 from .store import Store
 from .views import Views
 
@@ -13,11 +14,14 @@ __all__ = [
     "SCHEMA_VERSION",
     "Listener",
     "OwnedSchedules",
+    "Poller",
+    "SessionOptions",
     "Store",
     "Views",
     "checked_schema",
     "compose",
     "connect",
+    "dsn_parses",
     "ensure_partitions",
     "maintain",
     "migrate",

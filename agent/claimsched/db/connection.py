@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, LiteralString
 
@@ -21,6 +21,8 @@ from ..errors import (
     InvalidSpec,
 )
 from ..settings import schema_name
+from .queries import query
+from .session import SessionOptions
 
 #: Connection options whose values are secrets (libpq's own names).
 SECRET_OPTIONS = frozenset({"password", "sslpassword"})
@@ -80,7 +82,17 @@ def translate(exc: BaseException) -> DatabaseError | InvalidSpec:
         return DatabaseUnavailable(f"cannot reach the database: {text}")
     if isinstance(exc, pgerrors.InvalidPassword | pgerrors.InvalidAuthorizationSpecification):
         return AuthenticationFailed(f"the database refused the login: {text}")
-    if isinstance(exc, pgerrors.DeadlockDetected | pgerrors.SerializationFailure):
+    if isinstance(exc, pgerrors.ReadOnlySqlTransaction):
+        return DatabaseUnavailable(
+            f"the server is a read-only standby, not the primary: {text} (list every host of "
+            "the cluster in the DSN, with target_session_attrs=read-write)"
+        )
+    if isinstance(exc, pgerrors.QueryCanceled):
+        return DatabaseUnavailable(f"a statement ran past its statement_timeout: {text}")
+    if isinstance(
+        exc,
+        pgerrors.DeadlockDetected | pgerrors.SerializationFailure | pgerrors.LockNotAvailable,
+    ):
         return DatabaseConflict(f"retrying after a conflict with another transaction: {text}")
     if isinstance(exc, pgerrors.InvalidCatalogName):
         return DatabaseUnavailable(f"the database does not exist: {text}")
@@ -91,6 +103,11 @@ def translate(exc: BaseException) -> DatabaseError | InvalidSpec:
     if isinstance(exc, psycopg.OperationalError):
         if "password authentication failed" in text or "no password supplied" in text:
             return AuthenticationFailed(f"the database refused the login: {text}")
+        if "session is read-only" in text or "hot standby" in text:
+            return DatabaseUnavailable(
+                "no primary among the DSN's hosts: each one is a read-only standby and "
+                f"target_session_attrs=read-write refuses it: {text}"
+            )
         if "does not exist" in text and "database" in text:
             return DatabaseUnavailable(f"the database does not exist: {text}")
         return DatabaseUnavailable(f"cannot reach the database: {text}")
@@ -120,39 +137,71 @@ def search_path(conn: psycopg.Connection[Any], schema: str) -> str:
 
 
 def connect(
-    dsn: str, schema: str, *, autocommit: bool = True, timeout: float = 5.0
+    dsn: str,
+    schema: str,
+    options: SessionOptions | None = None,
+    *,
+    autocommit: bool = True,
+    timeout: float = 5.0,
+    configured: bool = True,
 ) -> psycopg.Connection[Any]:
-    """One connection with claimsched's search_path, or a clear error."""
+    """One connection, keepalives on and a primary only; with claimsched's session settings
+    unless `configured` is false (behind a pooler they would not last), or a clear error."""
+    options = options or SessionOptions()
     with translated():
-        conn = psycopg.connect(dsn, autocommit=autocommit, connect_timeout=max(1, int(timeout)))
-        _configure_session(conn, schema)
+        conn = psycopg.connect(
+            dsn,
+            autocommit=autocommit,
+            connect_timeout=max(1, int(timeout)),
+            **options.connect_kwargs(dsn),
+        )
+        if configured:
+            configure(conn, schema, options)
         return conn
 
 
-def _configure_session(conn: psycopg.Connection[Any], schema: str) -> None:
-    """claimsched's schema first; no JIT (our statements are short: compiling one cost more
-    than running it, 80 ms of the operator's status refresh)."""
-    conn.execute(
-        "SELECT set_config('search_path', %s, false), set_config('jit', 'off', false)",
-        [search_path(conn, schema)],
-    )
-    if not conn.autocommit:
+def configure(
+    conn: psycopg.Connection[Any], schema: str, options: SessionOptions, *, local: bool = False
+) -> None:
+    """claimsched's settings (sql/queries.sql's session_settings): for the session, or with
+    `local` for the current transaction only (behind a pooler a session is nobody's)."""
+    conn.execute(query("session_settings"), options.settings(search_path(conn, schema), local))
+    if not local and not conn.autocommit:
         conn.commit()
 
 
-def make_pool(dsn: str, schema: str, max_size: int, name: str) -> psycopg_pool.ConnectionPool[Any]:
-    """A pool of autocommit connections with the search_path set; opened lazily."""
+RECONNECT_SERIES = 4.0  # seconds of reconnection tries before the pool starts afresh
 
-    def configure(conn: psycopg.Connection[Any]) -> None:
-        conn.autocommit = True
-        _configure_session(conn, schema)
 
+def make_pool(
+    dsn: str,
+    options: SessionOptions,
+    configure: Callable[[psycopg.Connection[Any]], None],
+    max_size: int,
+    name: str,
+) -> psycopg_pool.ConnectionPool[Any]:
+    """A pool of autocommit connections, each set up by `configure`; opened lazily.
+
+    psycopg_pool retries a lost connection with a delay that doubles without bound until
+    `reconnect_timeout`: after a 20 s failover its next try came ~10 s after the new primary
+    was up. A short one ends each series of tries early; the next request for a connection
+    starts a fresh series at once, so a database that is back is found within seconds."""
     return psycopg_pool.ConnectionPool(
         dsn,
         min_size=1,
         max_size=max_size,
-        kwargs={"connect_timeout": 5},
+        kwargs={"connect_timeout": 5, **options.connect_kwargs(dsn)},
         configure=configure,
         open=False,
         name=name,
+        reconnect_timeout=RECONNECT_SERIES,
     )
+
+
+def dsn_parses(dsn: str) -> bool:
+    """Whether libpq can parse `dsn` (its error would quote the DSN: say so in other words)."""
+    try:
+        conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return False
+    return True

@@ -1,9 +1,11 @@
-"""LISTEN for claimsched's notifications on a dedicated connection, without polling."""
+"""Notifications: LISTEN on a dedicated connection (no polling while idle), or, behind a pooler
+without a direct connection to listen on, a cheap poll that says what NOTIFY would have said."""
 
 from __future__ import annotations
 
 import select
 import socket
+import threading
 from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
@@ -11,7 +13,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .connection import translated
+from ..errors import ConfigurationError
+from .connection import redact_dsn, translated
+from .session import detect_pooling
 
 #: The channels the SQL notifies on (sql/schema.sql's trigger, sql/queries.sql); the payload
 #: is the schema, so agents of other schemas in the same database ignore it.
@@ -24,13 +28,25 @@ class Listener:
     """A dedicated connection that LISTENs for schedule changes and runs wanting an owner.
 
     It blocks in select() on the connection's socket (no polling while idle); `interrupt()`
-    wakes it through a socket pair, for a prompt shutdown.
+    wakes it through a socket pair, for a prompt shutdown. After a reconnection (the database
+    restarted or failed over) it LISTENs again and reports every channel as fired once: what
+    was notified while it was away is lost, so everything must be looked at again.
+    `must_be_direct` refuses a connection through a pooler (a listen_dsn must not be one).
     """
 
-    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], schema: str) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], psycopg.Connection[Any]],
+        schema: str,
+        *,
+        must_be_direct: bool = False,
+    ) -> None:
         self._connect = connect
         self._schema = schema
+        self._must_be_direct = must_be_direct
         self._conn: psycopg.Connection[Any] | None = None
+        self._listened = False
+        self._missed = False
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
 
@@ -38,10 +54,22 @@ class Listener:
         """Connect and LISTEN (again after a failure); idempotent."""
         if self._conn is None or self._conn.closed:
             conn = self._connect()
-            with translated():
-                for channel in CHANNELS:
-                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+            try:
+                with translated():
+                    where = redact_dsn(conn.info.dsn)
+                    if self._must_be_direct and detect_pooling(conn, where) != "direct":
+                        raise ConfigurationError(
+                            f"listen_dsn ({where}) goes through a "
+                            "connection pooler, where LISTEN never hears a notification: "
+                            "point it at PostgreSQL itself"
+                        )
+                    for channel in CHANNELS:
+                        conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+            except BaseException:
+                conn.close()
+                raise
             self._conn = conn
+            self._missed, self._listened = self._listened, True
         return self._conn
 
     def interrupt(self) -> None:
@@ -51,7 +79,8 @@ class Listener:
     def wait(self, timeout: float) -> set[str]:
         """Block up to `timeout` seconds; the channels that fired for our schema."""
         conn = self.listen()
-        fired: set[str] = set()
+        fired: set[str] = set(CHANNELS) if self._missed else set()
+        self._missed = False
         try:
             wake = self._wake_r.fileno()
             readable, _, _ = select.select([conn.fileno(), wake], [], [], timeout)
@@ -77,3 +106,45 @@ class Listener:
         self.close()
         self._wake_r.close()
         self._wake_w.close()
+
+
+class Poller:
+    """The Listener's stand-in behind a pooler: one cheap statement every `period` seconds.
+
+    `poll()` answers a fingerprint of the schedules and whether runs want an owner; `wait`
+    reports a changed fingerprint as a schedules notification, wanted runs as a runs one.
+    """
+
+    def __init__(self, poll: Callable[[], tuple[str, bool]], period: float) -> None:
+        self._poll = poll
+        self._period = period
+        self._seen: str | None = None
+        self._wake = threading.Event()
+
+    def listen(self) -> None:
+        """The first fingerprint: later changes are news."""
+        if self._seen is None:
+            self._seen, _ = self._poll()
+
+    def interrupt(self) -> None:
+        self._wake.set()
+
+    def wait(self, timeout: float) -> set[str]:
+        if self._wake.wait(min(timeout, self._period)):
+            self._wake.clear()
+            return set()
+        self.listen()
+        fingerprint, claimable = self._poll()
+        fired = set[str]()
+        if fingerprint != self._seen:
+            self._seen = fingerprint
+            fired.add(NOTIFY_SCHEDULES)
+        if claimable:
+            fired.add(NOTIFY_RUNS)
+        return fired
+
+    def close(self) -> None:
+        self._seen = None
+
+    def dispose(self) -> None:
+        self.close()

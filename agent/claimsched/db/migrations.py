@@ -122,10 +122,14 @@ def ensure_partitions(conn: psycopg.Connection[Any], months_ahead: int = 3) -> l
     return created
 
 
-def maintain(conn: psycopg.Connection[Any], retention_days: int = 90) -> dict[str, Any]:
+def maintain(
+    conn: psycopg.Connection[Any], schema: str, retention_days: int = 90
+) -> dict[str, Any]:
     """Partitions ahead, history older than the retention period dropped, stale presence gone."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
+        # here too: behind a pooler the connection's own search_path does not last
+        conn.execute(query("set_local_search_path"), {"search_path": search_path(conn, schema)})
         return _maintain(conn, retention_days)
 
 

@@ -5,27 +5,16 @@ a trigger annotation into one manual run."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from psycopg.rows import dict_row
 
 from ..errors import DatabaseConflict, UnknownJob
+from ..records import Written
 from ..specs import JobSpec
 from .queries import query
 from .store import Store
-
-Outcome = Literal["created", "updated", "unchanged"]
-
-
-@dataclass(frozen=True)
-class Synced:
-    """What writing a ClaimSchedule's row did; `held_by` names the other ClaimSchedule that
-    owns the job name (then nothing was written)."""
-
-    outcome: Outcome
-    held_by: str | None = None
 
 
 class OwnedSchedules:
@@ -34,22 +23,16 @@ class OwnedSchedules:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def sync(self, spec: JobSpec) -> Synced:
+    def sync(self, spec: JobSpec) -> Written:
         """Write the row of `spec` (whose owner is a ClaimSchedule), unless another owns it."""
-        with self.store.connection() as conn:
-            row = conn.execute(query("operator_sync_schedule"), spec.row()).fetchone()
-        assert row is not None
-        owner, existed, written, created = row
-        if not written and existed and owner is not None and owner != spec.owner:
-            return Synced("unchanged", held_by=owner)
-        return Synced("created" if created else "updated" if written else "unchanged")
+        return self.store.upsert_schedule(spec)
 
-    def release(self, job_name: str, owner: str) -> bool:
-        """Disable the row of a deleted ClaimSchedule and let go of it; its history stays.
-        False when the row is not `owner`'s."""
+    def release(self, owner: str) -> str | None:
+        """Disable the row of the deleted ClaimSchedule `owner` and let go of it (the next
+        declaration of the job takes it); its history stays. The job released, if any."""
         with self.store.connection() as conn:
-            params = {"job_name": job_name, "owner": owner}
-            return conn.execute(query("operator_release_schedule"), params).rowcount > 0
+            row = conn.execute(query("operator_release_schedule"), {"owner": owner}).fetchone()
+        return None if row is None else str(row[0])
 
     def status_rows(self, jobs: Sequence[str], retention_days: int) -> list[dict[str, Any]]:
         """One row per given job with a schedule row: its counters, latest runs and live

@@ -13,15 +13,16 @@ from ..specs import SPEC_COLUMNS, SUSPENSION_COLUMNS
 #: the job name), so that the list is written once, in specs.py, and never drifts:
 #: {spec_columns} the column names, {spec_values} their %(name)s parameters, {spec_excluded}
 #: and {spec_current} the same columns of EXCLUDED and of the row `s`; {spec_upserted} those of
-#: EXCLUDED, but a code declaration keeps the row's suspension (SUSPENSION_COLUMNS).
+#: EXCLUDED, but a code declaration keeps its own row's suspension (SUSPENSION_COLUMNS).
 
 
 def _upserted(column: str) -> sql.Composable:
     new = sql.Identifier("excluded", column)
     if column not in SUSPENSION_COLUMNS:
         return new
-    return sql.SQL("CASE WHEN excluded.source = 'code' THEN {} ELSE {} END").format(
-        sql.Identifier("s", column), new)
+    return sql.SQL(
+        "CASE WHEN excluded.source = 'code' AND s.source = 'code' THEN {} ELSE {} END"
+    ).format(sql.Identifier("s", column), new)
 
 
 SPEC_LISTS = {

@@ -82,6 +82,8 @@ class Receipts:
             query("set_local_search_path"), {"search_path": search_path(conn, self._schema)}
         )
         _bound_idle(conn, lease)
+        # the app's commit makes the receipt durable: it waits as claimsched's own commits do
+        conn.execute(query("set_local_synchronous_commit"))
         try:
             return conn.execute(query("effect"), params).fetchone()
         finally:

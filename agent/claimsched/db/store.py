@@ -16,13 +16,23 @@ from psycopg.rows import dict_row
 
 from ..errors import InvalidSpec, UnknownJob
 from ..health import retry_conflicts
-from ..records import Candidate, ClaimResult, Completion, Housekeeping, Lease
+from ..records import (
+    Candidate,
+    ClaimResult,
+    Completion,
+    DatabaseIdentity,
+    Housekeeping,
+    Lease,
+    Written,
+)
 from ..specs import JobSpec, ScheduleRecord
 from . import migrations
-from .connection import checked_schema, connect, make_pool, redact_dsn, translated
-from .listener import Listener
+from .connection import checked_schema, configure, connect, make_pool, redact_dsn, translated
+from .identity import IdentityWatch, read_identity
+from .listener import Listener, Poller
 from .queries import query
 from .receipts import Receipts
+from .session import Pooling, SessionOptions, detect_pooling, pooling_note
 
 log = logging.getLogger("claimsched.store")
 
@@ -69,13 +79,21 @@ class Store:
         pool: psycopg_pool.ConnectionPool[Any] | None = None,
         max_size: int = 8,
         name: str = "claimsched",
+        options: SessionOptions | None = None,
+        listen_dsn: str | None = None,
+        poll_seconds: float = 1.0,
     ) -> None:
         if pool is None and not dsn:
             raise ValueError("a Store needs a dsn or a pool")
         self.schema = checked_schema(schema)
         self.dsn: str = dsn or str(pool.conninfo)  # type: ignore[union-attr]
+        self.options = options or SessionOptions()
+        self.listen_dsn = listen_dsn
+        self.poll_seconds = poll_seconds
+        self.pooling: Pooling = "direct"
+        self.identity = IdentityWatch()
         self._own_pool = pool is None
-        self.pool = pool or make_pool(self.dsn, schema, max_size, name)
+        self.pool = pool or make_pool(self.dsn, self.options, self._configure, max_size, name)
         self._opened = not self._own_pool
         self._give_up_at: float | None = None
         self.receipts = Receipts(self.connection, schema)
@@ -89,8 +107,17 @@ class Store:
         """Open the pool and wait for a first connection, or raise a clear error."""
         with translated():
             if self._own_pool:
-                # A direct first connection says precisely what is wrong (the pool would not).
-                connect(self.dsn, self.schema, timeout=timeout).close()
+                # A direct first connection says precisely what is wrong (the pool would not),
+                # and whether a pooler stands between us and the database.
+                with connect(
+                    self.dsn, self.schema, self.options, timeout=timeout, configured=False
+                ) as first:
+                    self.pooling = detect_pooling(first, redact_dsn(self.dsn))
+                log.info(
+                    "%s",
+                    pooling_note(self.pooling, bool(self.listen_dsn), self.poll_seconds),
+                    extra={"action": "connect"},
+                )
                 self.pool.open(wait=True, timeout=timeout)
                 self._opened = True
             with self.pool.connection(timeout=timeout) as conn:
@@ -110,24 +137,55 @@ class Store:
             return timeout
         return max(0.1, min(timeout, self._give_up_at - time.monotonic()))
 
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        """Every new pooled connection: its settings (unless a pooler would not keep them),
+        and which database it reached (a failover shows here first)."""
+        conn.autocommit = True
+        if self.pooling == "direct":
+            configure(conn, self.schema, self.options)
+            self.identity.observe(read_identity(conn))
+            return
+        conn.prepare_threshold = None  # a pooler shares server sessions: nothing prepared
+        with conn.transaction():
+            self._settings_for_this_transaction(conn)
+            self.identity.observe(read_identity(conn))
+
+    def _settings_for_this_transaction(self, conn: psycopg.Connection[Any]) -> None:
+        configure(conn, self.schema, self.options, local=True)
+
     @contextmanager
     def connection(self, timeout: float = 10.0) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled autocommit connection with the search_path set; errors translated."""
+        """A pooled autocommit connection with claimsched's settings; errors translated.
+
+        Behind a pooler the settings hold for one transaction only: the block then runs in one
+        transaction that sets them first (a `conn.transaction()` inside it is a savepoint).
+        That costs BEGIN and COMMIT round trips; a pipeline would save them, but psycopg ends
+        its implicit transaction at a nested transaction() and has no rowcount before sync."""
         timeout = self._remaining(timeout)
         if not self._opened:
             self.open(timeout)
         with translated(), self.pool.connection(timeout=timeout) as conn:
-            yield conn
+            if self.pooling == "direct":
+                yield conn
+            else:
+                with conn.transaction():
+                    self._settings_for_this_transaction(conn)
+                    yield conn
 
-    def direct(self) -> psycopg.Connection[Any]:
-        """A fresh connection outside the pool (migrations, listening)."""
-        return connect(self.dsn, self.schema)
+    def direct(self, options: SessionOptions | None = None) -> psycopg.Connection[Any]:
+        """A fresh connection outside the pool (migrations, maintenance, listening)."""
+        configured = self.pooling == "direct"
+        return connect(self.dsn, self.schema, options or self.options, configured=configured)
+
+    def _unhurried(self) -> psycopg.Connection[Any]:
+        """For migrations and maintenance: they wait for locks and may take long, by design."""
+        return self.direct(dataclasses.replace(self.options, statement_timeout=0, lock_timeout=0))
 
     def migrate(self) -> list[int]:
         return retry_conflicts(self._migrate)
 
     def _migrate(self) -> list[int]:
-        with translated(), self.direct() as conn:
+        with translated(), self._unhurried() as conn:
             return migrations.migrate(conn, self.schema)
 
     def check_version(self) -> None:
@@ -142,8 +200,15 @@ class Store:
         return retry_conflicts(lambda: self._maintain(retention_days))
 
     def _maintain(self, retention_days: int) -> dict[str, Any]:
-        with translated(), self.direct() as conn:
-            return migrations.maintain(conn, retention_days)
+        with translated(), self._unhurried() as conn:
+            return migrations.maintain(conn, self.schema, retention_days)
+
+    def database_identity(self) -> DatabaseIdentity | None:
+        """Which database this is and how durable its commits are (None before migrating)."""
+        with self.connection() as conn:
+            found = read_identity(conn)
+        self.identity.observe(found)
+        return found
 
     def db_now(self) -> datetime:
         with self.connection() as conn:
@@ -155,13 +220,13 @@ class Store:
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             return [ScheduleRecord(**row) for row in cur.execute(query("load_schedules"))]
 
-    def upsert_schedule(self, spec: JobSpec) -> str:
-        """'created', 'updated' or 'unchanged' (also when a code declaration yields to another)."""
+    def upsert_schedule(self, spec: JobSpec) -> Written:
+        """Write a code declaration's or the CLI's schedule, unless another owner holds the job
+        (then `held_by` names it; see claimsched.ownership)."""
         with self.connection() as conn:
             row = conn.execute(query("upsert_schedule"), spec.row()).fetchone()
-        if row is None:
-            return "unchanged"
-        return "created" if row[1] else "updated"
+        assert row is not None
+        return Written.from_row(row, spec.source, spec.owner)
 
     def suspend_schedule(self, job_name: str, until: datetime | None,
                          reason: str | None) -> dict[str, Any]:
@@ -273,7 +338,16 @@ class Store:
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             row = cur.execute(query("housekeeping"), params).fetchone()
         assert row is not None
-        return _record(Housekeeping, row)
+        identity = _record(DatabaseIdentity, row)
+        self.identity.observe(identity)
+        return dataclasses.replace(_record(Housekeeping, row), identity=identity)
+
+    def poll(self, handlers: Sequence[str]) -> tuple[str, bool]:
+        """Without LISTEN: a fingerprint of the schedules, and whether runs want an owner."""
+        with self.connection() as conn:
+            row = conn.execute(query("poll"), {"handlers": list(handlers)}).fetchone()
+        assert row is not None
+        return str(row[0]), bool(row[1])
 
     def release(self, agent_id: str, ids: Iterable[int]) -> int:
         """Hand these runs back: their leases end now. Again if it lost a deadlock (a reaper or a
@@ -318,5 +392,16 @@ class Store:
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             return list(cur.execute(query("list_agents")))
 
-    def listener(self) -> Listener:
-        return Listener(self.direct, self.schema)
+    def listener(self, handlers: Sequence[str] = ()) -> Listener | Poller:
+        """Notifications: LISTEN on listen_dsn if set, else on a direct connection; behind a
+        pooler without listen_dsn (LISTEN through it never hears anything), a poll."""
+        listen_dsn = self.listen_dsn
+        if listen_dsn:
+            return Listener(
+                lambda: connect(listen_dsn, self.schema, self.options, configured=False),
+                self.schema,
+                must_be_direct=True,
+            )
+        if self.pooling == "direct":
+            return Listener(self.direct, self.schema)
+        return Poller(lambda: self.poll(handlers), self.poll_seconds)

@@ -1,35 +1,21 @@
 -- claimsched: the statements the Kubernetes operator sends (claimsched_operator).
 -- Same format as queries.sql: `-- name: x`, a description line, then the body.
 
--- name: operator_sync_schedule
--- Write a ClaimSchedule's row unless another ClaimSchedule owns the job name. One statement:
--- `owner` is the owner before the statement, `written` whether the row changed, `created`
--- whether it is new. A row without an owner (code, CLI, or released on delete) is taken over.
-WITH before AS (
-    SELECT s.owner FROM job_schedule s WHERE s.job_name = %(job_name)s
-), written AS (
-    INSERT INTO job_schedule AS s (job_name, {spec_columns})
-    VALUES (%(job_name)s, {spec_values})
-    ON CONFLICT (job_name) DO UPDATE SET ({spec_columns}) = ROW({spec_excluded})
-    WHERE (s.owner IS NULL OR s.owner = EXCLUDED.owner)
-      AND ROW({spec_current}) IS DISTINCT FROM ROW({spec_excluded})
-    RETURNING (xmax = 0) AS created
-)
-SELECT (SELECT owner FROM before) AS owner,
-       EXISTS (SELECT 1 FROM before) AS existed,
-       EXISTS (SELECT 1 FROM written) AS written,
-       coalesce((SELECT created FROM written), false) AS created
-
 -- name: operator_release_schedule
--- A ClaimSchedule was deleted: disable its row and let go of it; runs and effects stay.
+-- A ClaimSchedule was deleted: disable its row and let go of it; runs and effects stay. The
+-- row is released (source 'operator', no owner): the next declaration of the job (a code
+-- declaration re-applied by its agents on the change's notification, the CLI, a ClaimSchedule)
+-- takes it. By owner: a ClaimSchedule owns at most one row per database, its jobName being
+-- immutable, so a delete needs no memory of which job it was.
 UPDATE job_schedule SET enabled = false, owner = NULL
-WHERE job_name = %(job_name)s AND owner = %(owner)s
+WHERE source = 'operator' AND owner = %(owner)s
 RETURNING job_name
 
 -- name: operator_status
 -- Everything the status of every given job needs, in one statement: the schedule's windows
 -- for missed-run counting (`day_start`/`history_start` to `settled_end`, by fire time), run
--- counters, the latest run, the latest success, and the live agents that handle the job.
+-- counters, the latest run, the latest success, the live agents that handle the job, and how
+-- durable a commit is on this database (the same on every row).
 -- Occurrences at or before active_since never run; a disabled row stops counting at its
 -- last change; occurrences younger than catch-up window + lease may still be claimed.
 -- An occurrence happened when a scheduled or backfilled run holds its fire time (one row per
@@ -89,6 +75,7 @@ SELECT j.job_name, j.enabled, j.active_since, j.suspend_until, j.day_start, j.hi
        last.finished_at AS last_finished_at, last.error AS last_error,
        success.fire_time AS last_successful_time,
        coalesce(live.agents, 0) AS live_agents,
+       (SELECT durability FROM database_identity()) AS durability,
        now() AS db_now
 FROM jobs j
 LEFT JOIN counted c ON c.job_name = j.job_name

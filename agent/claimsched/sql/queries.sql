@@ -5,6 +5,42 @@
 -- The database clock, used to measure this replica's offset.
 SELECT clock_timestamp() AS db_now
 
+-- name: session_settings
+-- What every claimsched connection runs with: our schema first, no JIT (our statements are
+-- short: compiling one cost more than running it), timeouts shorter than a lease, and commits
+-- that wait at least for the primary's disk and, with synchronous replication, for a standby
+-- (`on`), whatever the server's default. `local` sets them for the current transaction only
+-- (behind a pooler in transaction mode), otherwise for the session.
+SELECT set_config('search_path', %(search_path)s, %(local)s),
+       set_config('jit', 'off', %(local)s),
+       set_config('statement_timeout', %(statement_timeout)s, %(local)s),
+       set_config('lock_timeout', %(lock_timeout)s, %(local)s),
+       set_config('idle_in_transaction_session_timeout', %(idle_timeout)s, %(local)s),
+       set_config('synchronous_commit',
+                  CASE WHEN current_setting('synchronous_commit') IN ('off', 'local',
+                                                                     'remote_write')
+                       THEN 'on' ELSE current_setting('synchronous_commit') END,
+                  %(local)s)
+
+-- name: set_local_synchronous_commit
+-- A receipt written in the app's transaction: that commit waits as ours do (at least `on`).
+SELECT set_config('synchronous_commit', 'on', true)
+WHERE current_setting('synchronous_commit') IN ('off', 'local', 'remote_write')
+
+-- name: database_identity
+-- Which database this is (system identifier, timeline) and how durable a commit is on it.
+SELECT system_identifier, timeline, durability FROM database_identity()
+
+-- name: poll
+-- Behind a pooler without a listen_dsn: what NOTIFY would have said, asked every few seconds.
+-- A fingerprint of the schedules, and whether a run this agent could take wants an owner.
+SELECT (SELECT coalesce(max(updated_at)::text, '') || '/' || count(*) FROM job_schedule)
+           AS schedules,
+       EXISTS (SELECT 1 FROM job_runs r
+               WHERE r.job_name = ANY(%(handlers)s::text[])
+                 AND (r.status IN ('pending', 'orphaned')
+                      OR (r.status = 'failed' AND r.retry_at <= now()))) AS claimable
+
 -- name: schema_versions
 -- Migrations already applied, oldest first.
 SELECT version FROM schema_version ORDER BY version
@@ -24,14 +60,29 @@ FROM job_schedule
 ORDER BY job_name
 
 -- name: upsert_schedule
--- Create or replace a schedule. Code declarations never overwrite another source's row, nor
--- the suspension of their own row ({spec_upserted}: `claimsched suspend` / `resume` set it).
-INSERT INTO job_schedule AS s (job_name, {spec_columns})
-VALUES (%(job_name)s, {spec_values})
-ON CONFLICT (job_name) DO UPDATE SET ({spec_columns}) = ROW({spec_upserted})
-WHERE (EXCLUDED.source <> 'code' OR s.source = 'code')
-  AND ROW({spec_current}) IS DISTINCT FROM ROW({spec_upserted})
-RETURNING job_name, (xmax = 0) AS created
+-- Create or replace a schedule; a job has one owner (claimsched.records.Written). Every writer (a
+-- code declaration, the CLI, a ClaimSchedule through the operator) writes a new row, its own
+-- row, or a row a ClaimSchedule released; the CLI also overrides a code declaration. Nothing
+-- else: a refusal is never a silent takeover. A code declaration keeps the suspension of its
+-- own row ({spec_upserted}: `claimsched suspend` / `resume` set it).
+-- `source`/`owner`: the row's owner before the statement (NULL: no row); `written` whether
+-- the row changed, `created` whether it is new.
+WITH before AS (
+    SELECT s.source, s.owner FROM job_schedule s WHERE s.job_name = %(job_name)s
+), written AS (
+    INSERT INTO job_schedule AS s (job_name, {spec_columns})
+    VALUES (%(job_name)s, {spec_values})
+    ON CONFLICT (job_name) DO UPDATE SET ({spec_columns}) = ROW({spec_upserted})
+    WHERE (s.source = EXCLUDED.source AND s.owner IS NOT DISTINCT FROM EXCLUDED.owner
+           OR s.source = 'operator' AND s.owner IS NULL
+           OR s.source = 'code' AND EXCLUDED.source = 'cli')
+      AND ROW({spec_current}) IS DISTINCT FROM ROW({spec_upserted})
+    RETURNING (xmax = 0) AS created
+)
+SELECT (SELECT source FROM before) AS source,
+       (SELECT owner FROM before) AS owner,
+       EXISTS (SELECT 1 FROM written) AS written,
+       coalesce((SELECT created FROM written), false) AS created
 
 -- name: suspend_schedule
 -- Suspend a schedule (`claimsched suspend`): until %(until)s when given (it then resumes by
@@ -242,14 +293,15 @@ RETURNING r.id, r.retry_at
 -- One cheap statement every few seconds from every agent: refresh presence, turn expired
 -- leases into orphans (or failures once attempts are exhausted), fail runs past max_runtime,
 -- and say whether any run this agent could take wants an owner. Wakes the others if needed.
+-- Also how durable commits are now, for the agent's metric and `agents`.
 WITH presence AS (
     INSERT INTO agents (agent_id, hostname, pod, namespace, handlers, version, ttl_seconds,
-                        tzdata)
+                        tzdata, durability)
     VALUES (%(agent_id)s, %(hostname)s, %(pod)s, %(namespace)s, %(handlers)s::text[],
-            %(version)s, %(ttl_seconds)s, %(tzdata)s)
+            %(version)s, %(ttl_seconds)s, %(tzdata)s, (SELECT durability FROM database_identity()))
     ON CONFLICT (agent_id) DO UPDATE
     SET last_seen = now(), handlers = EXCLUDED.handlers, ttl_seconds = EXCLUDED.ttl_seconds,
-        stopped_at = NULL
+        stopped_at = NULL, durability = EXCLUDED.durability
     RETURNING agent_id
 ),
 expired AS (
@@ -287,7 +339,9 @@ SELECT (SELECT count(*) FROM presence) AS present,
            AS claimable,
        CASE WHEN EXISTS (SELECT 1 FROM expired WHERE status = 'orphaned')
             THEN pg_notify('claimsched_runs', current_schema()) END AS notified,
-       now() AS db_now
+       now() AS db_now,
+       i.system_identifier, i.timeline, i.durability
+FROM database_identity() i
 
 -- name: release
 -- Graceful shutdown: end this agent's leases now, so the next housekeeping orphans them.
@@ -361,6 +415,7 @@ LIMIT %(limit)s
 -- name: list_agents
 -- Agents seen recently, and whether they are alive by their own time-to-live.
 SELECT agent_id, hostname, pod, namespace, handlers, version, tzdata, started_at, last_seen,
+       durability,
        (stopped_at IS NULL AND last_seen + make_interval(secs => ttl_seconds) > now()) AS alive
 FROM agents
 ORDER BY last_seen DESC

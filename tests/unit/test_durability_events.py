@@ -1,0 +1,34 @@
+"""The operator shows a database's durability in each ClaimSchedule's status and says once, in a
+Warning Event, when it is asynchronous (a failover can run an occurrence again)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from claimsched.schedules import Schedule
+from claimsched_operator.events import transitions
+from claimsched_operator.status import OccurrenceCounter, observe
+from tests.unit.test_status_cache import row
+
+NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
+
+
+def _observed(durability: str):  # type: ignore[no-untyped-def]
+    return observe(row(NOW, durability=durability), Schedule("0 * * * *"), OccurrenceCounter())
+
+
+def test_asynchronous_replication_is_in_the_status_and_warned_about_once() -> None:
+    observed = _observed("asynchronous")
+    status = observed.status.model_dump(by_alias=True, exclude_none=True)
+    assert status["durability"] == "asynchronous"
+    (event,) = transitions("job", {}, observed, None, True)
+    assert (event.type, event.reason) == ("Warning", "AsynchronousReplication")
+    assert "synchronous replication" in event.message
+    assert transitions("job", status, _observed("asynchronous"), observed, True) == []
+
+
+def test_synchronous_and_standalone_databases_are_shown_without_a_warning() -> None:
+    for durability in ("synchronous", "standalone"):
+        observed = _observed(durability)
+        assert observed.status.durability == durability
+        assert transitions("job", {}, observed, None, True) == []
