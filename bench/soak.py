@@ -3,8 +3,10 @@
     python -m bench.soak --replicas 10 --jobs 30 --duration 3600 --seed 7
 
 R real agent processes run J jobs while seeded random faults overlap for `duration` seconds
-(SIGKILL, SIGSTOP past the lease, SIGTERM, Postgres fast restarts and outages, a replica's clock
-skewed and re-skewed, restarts under a new agent id; maintenance runs concurrently throughout).
+(SIGKILL, SIGSTOP past the lease, SIGTERM, Postgres fast restarts, outages and outages longer
+than every lease, a replica's clock skewed and re-skewed, restarts under a new agent id, manual
+triggers and backfills of Forbid jobs that overrun their period, handlers frozen inside
+`run.once()` past their lease; maintenance runs concurrently throughout).
 Then every fault is healed, the run settles, and every invariant of bench/chaos is checked.
 Writes bench/results/soak-r<R>-j<J>-s<seed>.json, the summary that is versioned (fault counts,
 occurrences checked, the first violations, fire-to-start percentiles, faults and latencies by
@@ -40,7 +42,11 @@ COLORS = {
     "new_id": "tab:brown",
     "pg_restart": "tab:blue",
     "pg_outage": "navy",
+    "long_outage": "midnightblue",
     "skew": "tab:green",
+    "trigger": "tab:olive",
+    "backfill": "tab:cyan",
+    "freeze_in_once": "tab:pink",
     "exited": "black",
 }
 

@@ -7,15 +7,24 @@ holds exactly the side effects that really happened.
 
 Jobs with `"kind": "chaos"` (the randomized chaos harness) get a richer handler: one connection
 per run, long sleeps that stop as soon as `run.lost` is set, planned failures on chosen attempts,
-and a `run.once(key)` block whose ledger row commits only after the block's receipt did.
+a `run.once(key)` block that calls an "external API" (public.external_calls, with the run's
+idempotency key) and writes a ledger row committed only after the block's receipt did, and
+`tail` seconds of work after the last effect. With APP_TRACE_DIR set, each handler appends its
+start and end (monotonic clock: a skewed replica's wall clock lies) to a trace file there; and a
+handler of a `freeze` job that finds the file `freeze-<job>` there inside its once() block takes
+it (renames it `frozen-<job>-<pid>`) and SIGSTOPs its own process, for the harness to resume;
+a handler beginning its tail takes the file `outage-wanted` (renames it `outage-now`): the
+harness stops Postgres then.
 """
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
 import signal
+import threading
 import time
 from typing import Any
 
@@ -44,7 +53,11 @@ HANDLER_KEYS = {
     "once_sleep",
     "fail_every",
     "fail_attempts",
+    "tail",
+    "freeze",
 }
+TRACE_DIR = os.environ.get("APP_TRACE_DIR")
+_trace_fd: int | None = None
 
 
 def _effect(run: Run, key: str) -> None:
@@ -100,17 +113,63 @@ def _chaos_effect(conn: psycopg.Connection[Any], run: Run, key: str) -> None:
             )
 
 
-def _chaos_once(run: Run, key: str, seconds: float) -> None:
-    """`run.once`: the ledger row is written inside the block and committed only after the
-    block's receipt committed, so a block that dies leaves neither behind."""
+def _trace(run: Run, event: str, **more: Any) -> None:
+    """One line per event, appended with one write (atomic under O_APPEND; survives SIGKILL)."""
+    global _trace_fd
+    if TRACE_DIR is None:
+        return
+    if _trace_fd is None:
+        path = os.path.join(TRACE_DIR, f"trace-{run.agent_id}-{os.getpid()}.jsonl")
+        _trace_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    line = {
+        "event": event,
+        "job": run.job_name,
+        "fire_time": run.fire_time.isoformat(),
+        "attempt": run.attempt,
+        "agent": run.agent_id,
+        "mono": time.monotonic(),
+        **more,
+    }
+    os.write(_trace_fd, (json.dumps(line) + "\n").encode())
+
+
+def _freeze_if_asked(run: Run) -> None:
+    """Take the harness's freeze-<job> file, if there is one, and stop this whole process."""
+    if TRACE_DIR is None:
+        return
+    flag = os.path.join(TRACE_DIR, f"freeze-{run.job_name}")
+    try:
+        os.rename(flag, os.path.join(TRACE_DIR, f"frozen-{run.job_name}-{os.getpid()}"))
+    except FileNotFoundError:
+        return
+    _trace(run, "frozen", pid=os.getpid())
+    # Stop this thread first: a SIGSTOP sent to the process is taken by its main thread, and
+    # this one would run on (long enough to commit the once() block) until that stops it too.
+    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+
+
+def _chaos_once(
+    conn: psycopg.Connection[Any], run: Run, spec: dict[str, Any], key: str, seconds: float
+) -> None:
+    """`run.once`: the external call happens inside the block, with the run's idempotency key
+    (at least once: a block that dies before its receipt commits runs again); the ledger row is
+    written inside the block and committed only after the block's receipt committed, so a block
+    that dies leaves neither behind."""
     with psycopg.connect(DSN, connect_timeout=3) as ledger:
         with run.once(key) as first:
             if first:
                 _work(run, seconds)
+                conn.execute(
+                    "INSERT INTO public.external_calls VALUES (%s, %s, %s, %s, %s, %s)",
+                    [run.job_name, run.fire_time, key, run.idempotency_key(key), run.agent_id,
+                     run.attempt],
+                )
                 ledger.execute(
                     "INSERT INTO public.ledger VALUES (%s, %s, %s, %s, %s)",
                     [run.job_name, run.fire_time, f"once:{key}", run.agent_id, run.attempt],
                 )
+                if spec.get("freeze"):
+                    _freeze_if_asked(run)
         ledger.commit()
 
 
@@ -118,25 +177,39 @@ def _chaos_handler(spec: dict[str, Any]) -> Any:
     period = int(spec.get("period", 1))
 
     def handle(run: Run) -> None:
-        with psycopg.connect(DSN, autocommit=True, connect_timeout=3) as conn:
-            conn.execute(
-                "INSERT INTO public.starts (job, fire_time, agent, attempt) "
-                "VALUES (%s, %s, %s, %s)",
-                [run.job_name, run.fire_time, run.agent_id, run.attempt],
-            )
-            if spec.get("before"):
-                _chaos_effect(conn, run, spec["before"])
-            _work(run, float(spec.get("sleep", 0)))
-            index = int(run.fire_time.timestamp()) // period
-            every = int(spec.get("fail_every", 0))
-            if every and index % every == 0 and run.attempt <= int(spec.get("fail_attempts", 0)):
-                raise RuntimeError(f"planned failure of attempt {run.attempt}")
-            if spec.get("once"):
-                _chaos_once(run, spec["once"], float(spec.get("once_sleep", 0)))
-            if spec.get("after"):
-                _chaos_effect(conn, run, spec["after"])
+        _trace(run, "start")
+        outcome = "error"
+        try:
+            _chaos_steps(run, spec, period)
+            outcome = "ok"
+        finally:
+            _trace(run, "end", outcome=outcome)
 
     return handle
+
+
+def _chaos_steps(run: Run, spec: dict[str, Any], period: int) -> None:
+    with psycopg.connect(DSN, autocommit=True, connect_timeout=3) as conn:
+        conn.execute(
+            "INSERT INTO public.starts (job, fire_time, agent, attempt) "
+            "VALUES (%s, %s, %s, %s)",
+            [run.job_name, run.fire_time, run.agent_id, run.attempt],
+        )
+        if spec.get("before"):
+            _chaos_effect(conn, run, spec["before"])
+        _work(run, float(spec.get("sleep", 0)))
+        index = int(run.fire_time.timestamp()) // period
+        every = int(spec.get("fail_every", 0))
+        if every and index % every == 0 and run.attempt <= int(spec.get("fail_attempts", 0)):
+            raise RuntimeError(f"planned failure of attempt {run.attempt}")
+        if spec.get("once"):
+            _chaos_once(conn, run, spec, spec["once"], float(spec.get("once_sleep", 0)))
+        if spec.get("after"):
+            _chaos_effect(conn, run, spec["after"])
+    if spec.get("tail") and TRACE_DIR is not None:  # the harness may stop Postgres right now
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(*(os.path.join(TRACE_DIR, f"outage-{n}") for n in ("wanted", "now")))
+    _work(run, float(spec.get("tail", 0)))  # work after the last effect: no database needed
 
 
 for _spec in json.loads(os.environ.get("APP_JOBS", "[]")):

@@ -5,6 +5,9 @@ CREATE TABLE IF NOT EXISTS public.starts (job text, fire_time timestamptz, agent
                                           attempt int, at timestamptz DEFAULT clock_timestamp());
 CREATE TABLE IF NOT EXISTS public.ledger (job text, fire_time timestamptz, entity text,
                                           agent text, attempt int);
+CREATE TABLE IF NOT EXISTS public.external_calls (job text, fire_time timestamptz, entity text,
+                                                  idempotency_key text, agent text, attempt int,
+                                                  at timestamptz DEFAULT clock_timestamp());
 """
 
 # Every change to a job_runs row, as the database saw it: the chaos checks replay it to prove

@@ -5,7 +5,9 @@ schedule (when, what, which replica, how long) and the skewed replica's clock. W
 do in between is real concurrency, so a replay of a seed re-creates the same storm, not the same
 interleaving. Every run ends the same way: heal every fault, wait until every job caught up,
 disable the schedules, wait until nothing is left to do, stop the replicas gracefully, and check
-the invariants against the claim table, the receipts, the app's ledger and the audit trail.
+the invariants against the claim table, the receipts, the app's ledger and the audit trail (and,
+in timeline.py, those about time: Forbid runs never in progress at once, what became of handlers
+that finished while Postgres was away, receipts never committed after a later attempt began).
 
 Replay a seed: python -m bench.chaos --seed 23 --replicas 5 --jobs 20 --duration 22
 """
@@ -18,28 +20,33 @@ import math
 import os
 import random
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from claimsched.db import Store
+from claimsched.errors import ClaimschedError
 from claimsched.specs import job_spec
 from claimsched.tools.postgres import TemporaryPostgres
+from claimsched.tools.processes import python_path
 
 from . import app_sql
-from .harness import Replica, Replicas
+from .harness import REPO, Replica, Replicas
+from .timeline import TimeChecks, Timeline, Trace
 
 REPLICA_FAULTS = ("sigkill", "sigstop", "sigterm", "new_id")
-PG_FAULTS = ("pg_restart", "pg_outage")
-FAULT_KINDS = (*REPLICA_FAULTS, *PG_FAULTS, "skew")
+PG_FAULTS = ("pg_restart", "pg_outage", "long_outage")  # long_outage: longer than every lease
+MANUAL_FAULTS = ("trigger", "backfill")  # manual runs of Forbid jobs, as an operator asks them
+FAULT_KINDS = (*REPLICA_FAULTS, *PG_FAULTS, "skew", *MANUAL_FAULTS, "freeze_in_once")
 WEIGHTS = {
     "sigkill": 3,
     "sigstop": 3,
@@ -47,8 +54,17 @@ WEIGHTS = {
     "new_id": 1,
     "pg_restart": 1,
     "pg_outage": 1,
+    "long_outage": 1,
     "skew": 2,
+    "trigger": 2,
+    "backfill": 2,
+    "freeze_in_once": 1,
 }
+# The jobs the newer faults need: Forbid jobs that overrun their period (some their lease), with
+# work after their last effect (a handler that finishes while Postgres is away), and jobs whose
+# once() block freezes its replica on the harness's word. They replace the last jobs of a plan.
+OVERRUN_FOR = {"trigger", "backfill", "long_outage"}
+FREEZE_FOR = {"freeze_in_once"}
 MAX_SKEW = 300  # seconds, either way
 GRACE = 2.0  # CLAIMSCHED_SHUTDOWN_GRACE_SECONDS of the replicas
 STARTUP = 3.0  # seconds a restarted replica may take before it claims again (planning slack)
@@ -83,8 +99,76 @@ class Fault:
     value: float = 0.0  # skew: the new offset in seconds; new_id: 1 = SIGTERM, 0 = SIGKILL
 
 
-def plan_jobs(rng: random.Random, count: int) -> list[dict[str, Any]]:
-    """J chaos jobs: @every 1-3 s, Forbid or Allow, short, long, flaky or doomed handlers."""
+def plan_jobs(rng: random.Random, count: int, kinds: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """J chaos jobs: @every 1-3 s, Forbid or Allow, short, long, flaky or doomed handlers; the
+    last ones overrun or freeze when the fault `kinds` need such jobs (drawn from a random
+    source of their own, so the other jobs of a seed stay what they were)."""
+    jobs = _plain_jobs(rng, count)
+    overrun = max(1, count // 8) if OVERRUN_FOR & set(kinds) else 0
+    frozen = 1 + count // 30 if FREEZE_FOR & set(kinds) else 0
+    if not overrun + frozen:
+        return jobs
+    extra = random.Random(rng.random())
+    specials = [_overrun_job(extra) for _ in range(overrun)] + [
+        _frozen_job(extra) for _ in range(frozen)
+    ]
+    kept = jobs[: max(0, count - len(specials))]
+    for index, job in enumerate(specials[: count], start=len(kept)):
+        job["name"] = f"j{index:02d}-{job['name']}"
+    return kept + specials[:count]
+
+
+def _overrun_job(rng: random.Random) -> dict[str, Any]:
+    """Forbid, runs longer than its period (half of them longer than their lease too), then
+    works on after its last effect."""
+    period, lease = rng.choice([1, 2]), rng.choice([3, 4, 5])
+    sleep = rng.uniform(lease + 0.5, lease + 2.5) if rng.random() < 0.5 else rng.uniform(
+        1.5 * period, 2.5 * period
+    )
+    return {
+        "name": "overrun-forbid",
+        "kind": "chaos",
+        "period": period,
+        "schedule": f"@every {period}s",
+        "concurrency_policy": "Forbid",
+        "catch_up_policy": "Latest",
+        "lease_seconds": lease,
+        "heartbeat_seconds": 1,
+        "retry_on_failure": True,
+        "max_attempts": 5,
+        "before": "prepare",
+        "sleep": round(sleep, 1),
+        "once": "notify",
+        "once_sleep": round(rng.uniform(0.1, 0.3), 2),
+        "after": "report",
+        "tail": round(rng.uniform(0.5, 1.5), 1),
+    }
+
+
+def _frozen_job(rng: random.Random) -> dict[str, Any]:
+    """A short job whose once() block calls out, then freezes its replica when told to."""
+    policy = rng.choice(["Forbid", "Allow"])
+    period = rng.choice([2, 3])
+    return {
+        "name": f"frozen-{policy.lower()}",
+        "kind": "chaos",
+        "period": period,
+        "schedule": f"@every {period}s",
+        "concurrency_policy": policy,
+        "catch_up_policy": "All" if policy == "Allow" else "Latest",
+        "lease_seconds": rng.choice([3, 4]),
+        "heartbeat_seconds": 1,
+        "retry_on_failure": True,
+        "max_attempts": 5,
+        "sleep": round(rng.uniform(0, 0.2), 2),
+        "once": "notify",
+        "once_sleep": 0.05,
+        "after": "report",
+        "freeze": True,
+    }
+
+
+def _plain_jobs(rng: random.Random, count: int) -> list[dict[str, Any]]:
     jobs = []
     for index in range(count):
         kind = rng.choices(["short", "long", "flaky", "doomed"], weights=[6, 3, 2, 1])[0]
@@ -143,16 +227,21 @@ def plan_faults(
     cfg: ChaosConfig,
     slots: list[str],
     skewed: str,
-    lease_max: float,
-    period_max: float,
+    jobs: list[dict[str, Any]],
 ) -> list[Fault]:
     """A seeded schedule of overlapping faults: every kind at least once, the rest weighted.
 
     A replica has one fault at a time and at least one replica is never faulted at any instant;
-    Postgres has one fault at a time. Faults on different targets overlap freely. A fault that
-    does not fit where it was drawn moves later; one that fits nowhere is left out.
+    Postgres has one fault at a time, a frozen job one freeze at a time. Faults on different
+    targets overlap freely. A fault that does not fit where it was drawn moves later; one that
+    fits nowhere is left out. Manual runs go to Forbid jobs, overrunning ones first.
     """
-    kinds = list(cfg.kinds)
+    lease_max = max(j["lease_seconds"] for j in jobs)
+    period_max = max(j["period"] for j in jobs)
+    forbid = [j["name"] for j in jobs if j["concurrency_policy"] == "Forbid"]
+    overrun = [j["name"] for j in jobs if "overrun" in j["name"]] or forbid
+    frozen = {j["name"]: j for j in jobs if j.get("freeze")}
+    kinds = [k for k in cfg.kinds if k != "freeze_in_once" or frozen]
     if not kinds:
         return []
     total = max(len(kinds), round(cfg.duration * cfg.fault_rate))
@@ -179,6 +268,16 @@ def plan_faults(
             duration, slack = 0.0, 2.0
         elif kind == "pg_outage":
             duration, slack = rng.uniform(period_max + 0.5, period_max + 3.0), 2.0
+        elif kind == "long_outage":
+            duration, slack = rng.uniform(lease_max + 1.0, lease_max + 3.0), 2.0
+        elif kind in MANUAL_FAULTS:
+            # backfill: its range ends `value` periods before the schedule began (-1: just now)
+            duration, slack, value = 0.0, 0.0, float(rng.choice([-1, 0, 2, 4, 6, 8]))
+            pick = rng.choice(overrun if rng.random() < 0.7 else forbid)
+        elif kind == "freeze_in_once":
+            pick = rng.choice(sorted(frozen))
+            lease = frozen[pick]["lease_seconds"]
+            duration, slack = rng.uniform(lease + 0.5, lease + 3.0), 2.0 * frozen[pick]["period"]
         else:
             duration, slack, value = 0.0, 0.0, float(rng.randint(-MAX_SKEW, MAX_SKEW))
         target = None
@@ -188,6 +287,10 @@ def plan_faults(
                 target = None if overlaps("postgres", low, high) else "postgres"
             elif kind == "skew":
                 target = skewed
+            elif kind in MANUAL_FAULTS:
+                target = pick
+            elif kind == "freeze_in_once":
+                target = None if overlaps(pick, low, high) else pick
             else:
                 faulted = sum(1 for s in slots if overlaps(s, low, high))
                 free = [s for s in slots if not overlaps(s, low, high)]
@@ -197,7 +300,7 @@ def plan_faults(
                 at += 1.5
         if target is None:
             continue
-        if kind != "skew":
+        if kind not in ("skew", *MANUAL_FAULTS):
             busy[target].append((at, at + duration + slack))
         faults.append(Fault(round(at, 2), kind, target, round(duration, 2), value))
     return sorted(faults, key=lambda f: f.at)
@@ -207,13 +310,11 @@ def plan(cfg: ChaosConfig) -> tuple[list[dict[str, Any]], str, float, list[Fault
     """Everything a seed decides: jobs, the skewed replica and its first offset, the faults,
     and the pauses between concurrent maintenance runs."""
     rng = random.Random(cfg.seed)
-    jobs = plan_jobs(rng, cfg.jobs)
+    jobs = plan_jobs(rng, cfg.jobs, cfg.kinds)
     slots = [f"r{i}" for i in range(cfg.replicas)]
     skewed = rng.choice(slots)
     initial_skew = float(rng.randint(-MAX_SKEW, MAX_SKEW))
-    lease_max = max(j["lease_seconds"] for j in jobs)
-    period_max = max(j["period"] for j in jobs)
-    faults = plan_faults(rng, cfg, slots, skewed, lease_max, period_max)
+    faults = plan_faults(rng, cfg, slots, skewed, jobs)
     pauses = [rng.uniform(*cfg.maintenance_every) for _ in range(int(cfg.duration * 4) + 50)]
     return jobs, skewed, initial_skew, faults, pauses
 
@@ -263,6 +364,9 @@ class ChaosRun:
         self.stop = threading.Event()
         self.t0 = time.monotonic()
         self.wall0 = time.time()
+        self.mono_to_wall = time.time() - time.monotonic()  # the handlers trace monotonic time
+        self.trace_dir = folder / "trace"
+        self.freeze_lock = threading.Lock()  # one frozen handler at a time
         self.maintenance: Counter[str] = Counter()
         self.finished_seen: dict[int, tuple[Any, ...]] = {}
         self._lock = threading.Lock()
@@ -286,7 +390,12 @@ class ChaosRun:
 
     def run(self) -> dict[str, Any]:
         started = time.monotonic()
-        settings = {"max_connections": "400", **dict(self.cfg.pg_settings)}
+        # commit times order receipts against the grants of later attempts (timeline.py)
+        settings = {
+            "max_connections": "400",
+            "track_commit_timestamp": "on",
+            **dict(self.cfg.pg_settings),
+        }
         with TemporaryPostgres(settings=settings) as pg:
             self.pg = pg
             self.dsn = pg.dsn
@@ -334,9 +443,11 @@ class ChaosRun:
             "CLAIMSCHED_RETRY_BACKOFF_SECONDS": "0.3",
             "CLAIMSCHED_MAX_CONCURRENCY": str(self.cfg.max_concurrency),
             "CLAIMSCHED_LOG_LEVEL": "DEBUG",
+            "APP_TRACE_DIR": str(self.trace_dir),
         }
 
     def _setup(self) -> None:
+        self.trace_dir.mkdir(exist_ok=True)
         store = Store(self.dsn)
         try:
             store.migrate()
@@ -416,6 +527,10 @@ class ChaosRun:
         try:
             if fault.kind in PG_FAULTS:
                 self._pg_fault(fault, event)
+            elif fault.kind in MANUAL_FAULTS:
+                self._manual_fault(fault, event)
+            elif fault.kind == "freeze_in_once":
+                self._freeze_fault(fault, event)
             elif fault.kind == "skew":
                 self._write_skew(fault.value)
                 event.detail = f"{int(fault.value):+d}s"
@@ -428,7 +543,9 @@ class ChaosRun:
             self.events.append(event)
 
     def _pg_fault(self, fault: Fault, event: Event) -> None:
+        timed = fault.kind == "long_outage" and self._await_tail()
         with self.pg_lock:
+            event.at = self.now()  # the outage's window (timeline.py) begins here
             self.pg_down = True
             try:
                 if fault.kind == "pg_restart":
@@ -440,7 +557,91 @@ class ChaosRun:
             finally:
                 self.pg_down = False
                 self.pg_fault_ended = time.monotonic()
-        event.detail = f"{fault.duration:.1f}s down" if fault.kind == "pg_outage" else ""
+        event.detail = f"{fault.duration:.1f}s down" if fault.kind != "pg_restart" else ""
+        event.detail += ", as a handler began its tail" if timed else ""
+
+    def _await_tail(self) -> bool:
+        """Ask for the moment a handler has made its last write and works on without the
+        database (bench/chaos/app.py takes the file outage-wanted then): an outage that begins
+        there lets the handler finish while Postgres is away. False if none came in time."""
+        wanted, now = self.trace_dir / "outage-wanted", self.trace_dir / "outage-now"
+        wanted.touch()
+        deadline = time.monotonic() + 4.0
+        while time.monotonic() < deadline and not now.exists():
+            time.sleep(0.02)
+        try:
+            wanted.unlink()
+            return False
+        except FileNotFoundError:  # taken
+            now.unlink()
+            return True
+
+    def _manual_fault(self, fault: Fault, event: Event) -> None:
+        """A manual run of a Forbid job (the store, as the operator's trigger annotation does), or
+        a backfill of two or three of its occurrences (the CLI, as a person does)."""
+        job = next(j for j in self.jobs if j["name"] == fault.target)
+        try:
+            if fault.kind == "trigger":
+                store = Store(self.dsn)
+                try:
+                    queued = store.request_runs(job["name"], [store.db_now()], "manual")
+                finally:
+                    store.close()
+                event.detail = f"queued {len(queued)}"
+                return
+            (db_now,) = self.query("SELECT now()")[0]
+        except (psycopg.Error, ClaimschedError) as exc:  # Postgres may be away: so be it
+            event.detail = f"refused: {type(exc).__name__}: {str(exc)[:120]}"
+            return
+        period = timedelta(seconds=job["period"])
+        if fault.value < 0:  # the last occurrences, most of them already ran or were skipped
+            end = db_now - timedelta(seconds=1)
+        else:  # occurrences from before the schedule began
+            end = self.active_since[job["name"]] - fault.value * period
+        start = end - 2 * period - timedelta(milliseconds=500)
+        command = [sys.executable, "-m", "claimsched.cli", "backfill", "--json", job["name"],
+                   start.isoformat(), end.isoformat()]
+        env = {**os.environ, "CLAIMSCHED_DSN": self.dsn, "PYTHONPATH": python_path(REPO)}
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        if "Traceback" in done.stderr:
+            self.violation(f"the backfill command crashed:\n{done.stderr[-1500:]}")
+        event.detail = (
+            done.stdout.strip() if done.returncode == 0
+            else f"refused: {done.stderr.strip()[-200:]}"
+        )
+
+    def _freeze_fault(self, fault: Fault, event: Event) -> None:
+        """Ask the next handler of the job that enters its once() block to freeze its replica
+        there (bench/chaos/app.py), keep it frozen for the fault's duration, then resume it."""
+        job = next(j for j in self.jobs if j["name"] == fault.target)
+        flag = self.trace_dir / f"freeze-{job['name']}"
+        with self.freeze_lock:
+            flag.touch()
+            deadline = time.monotonic() + 3 * job["period"] + 5
+            taken = None
+            while taken is None:
+                taken = next(iter(self.trace_dir.glob(f"frozen-{job['name']}-*")), None)
+                if taken is None and time.monotonic() > deadline:
+                    try:
+                        flag.unlink()
+                        event.detail = "no run of it reached its once() block"
+                        return
+                    except FileNotFoundError:  # taken just now
+                        deadline = time.monotonic() + 5
+                time.sleep(0.02)
+            pid = int(taken.name.rsplit("-", 1)[1])
+            frozen = [
+                (s.agent_id, s.replica)
+                for s in self.slots.values()
+                if s.replica is not None and s.replica.process.pid == pid
+            ]
+            time.sleep(fault.duration)
+            for _, replica in frozen:  # unless a SIGKILL came first
+                if replica.alive:
+                    replica.signal(signal.SIGCONT)
+            taken.unlink()
+            event.target = frozen[0][0] if frozen else f"pid {pid}"
+            event.detail = f"{job['name']} frozen inside once() for {fault.duration:.1f}s"
 
     def _replica_fault(self, fault: Fault, event: Event) -> None:
         slot = self.slots[fault.target]
@@ -693,6 +894,34 @@ class ChaosRun:
                     f"{slot.agent_id} exited {code} at the end:\n{replica.output()[-1500:]}"
                 )
 
+    def _time_checks(
+        self, runs: list[tuple[Any, ...]], starts: list[tuple[Any, ...]]
+    ) -> TimeChecks:
+        audit = self.query(
+            "SELECT seq, op, at, pg_xact_commit_timestamp(xmin), old, new "
+            "FROM public.run_audit ORDER BY seq"
+        )
+        receipts = self.query(
+            "SELECT entity, job_name, fire_time, attempt, pg_xact_commit_timestamp(xmin) "
+            "FROM claimsched.job_effects"
+        )
+        external = self.query(
+            "SELECT job, fire_time, entity, idempotency_key, agent, attempt "
+            "FROM public.external_calls"
+        )
+        outages = [
+            (e.kind, self._wall(e.at), self._wall(e.end if e.end is not None else e.at))
+            for e in self.events
+            if e.kind in PG_FAULTS
+        ]
+        trace = Trace.read(self.trace_dir, self.mono_to_wall)
+        checks = TimeChecks(self.jobs, Timeline(audit), trace)
+        checks.run(runs, starts, receipts, external, outages)
+        return checks
+
+    def _wall(self, at: float) -> datetime:
+        return datetime.fromtimestamp(self.t0 + at + self.mono_to_wall, UTC)
+
     def _dump(self) -> None:
         """Keep what the database held, next to the logs, to diagnose a violation."""
         tables = {
@@ -701,6 +930,7 @@ class ChaosRun:
             "run_audit": "SELECT * FROM public.run_audit ORDER BY seq",
             "ledger": "SELECT * FROM public.ledger ORDER BY job, fire_time",
             "starts": "SELECT * FROM public.starts ORDER BY at",
+            "external_calls": "SELECT * FROM public.external_calls ORDER BY at",
             "agents": "SELECT * FROM claimsched.agents",
         }
         for name, statement in tables.items():
@@ -729,12 +959,14 @@ class ChaosRun:
         audit = self.query("SELECT seq, op, tx, actor, old, new FROM public.run_audit ORDER BY seq")
         checker = Checker(self.jobs, self.active_since, cutoff, schedules)
         found = checker.check(runs, receipts, ledger, starts, audit)
+        timed = self._time_checks(runs, starts)
+        found += timed.found
         final = self._finished_rows()
         for rid, row in self.finished_seen.items():
             if final.get(rid) != row:
                 found.append(f"finished run {row} is {final.get(rid)} at the end")
         self.violations.extend(found)
-        if self.violations:
+        if self.violations or os.environ.get("CHAOS_DUMP"):
             self._dump()
         logs = "\n".join(p.read_text(errors="replace") for p in self.folder.glob("*.log"))
         executed = Counter(e.kind for e in self.events if e.kind in FAULT_KINDS)
@@ -762,10 +994,11 @@ class ChaosRun:
             "initial_skew_seconds": self.initial_skew,
             "faults_planned": [asdict(f) for f in self.faults],
             "faults_executed": [asdict(e) for e in sorted(self.events, key=lambda e: e.at)],
-            "fault_counts": {k: executed.get(k, 0) for k in FAULT_KINDS},
+            "fault_counts": {k: executed.get(k, 0) for k in FAULT_KINDS if k in self.cfg.kinds},
             "max_concurrent_faults": _max_overlap(self.events),
             "occurrences_checked": checker.stats["expected"],
             **{k: v for k, v in checker.stats.items() if k != "expected"},
+            **dict(sorted(timed.stats.items())),
             "completions_refused": logs.count("completion refused"),
             "leases_lost": logs.count("lease lost:"),
             "maintenance": dict(self.maintenance),
@@ -783,6 +1016,13 @@ class ChaosRun:
 
 
 VIOLATION_KINDS = {
+    "in progress at once": "Forbid runs in progress at once",
+    "at work at once": "Forbid handlers at work at once",
+    "whose handler failed": "done though its handler failed",
+    "finished during an outage": "late completion lost",
+    "was granted (": "receipt committed after a later attempt began",
+    "idempotency keys": "idempotency key not stable",
+    "backfill command crashed": "CLI traceback",
     "happened twice": "duplicate effect",
     "claimed twice": "occurrence claimed twice",
     "completed as done": "two completions",
@@ -980,8 +1220,12 @@ class Checker:
         if new["status"] == "orphaned" and old["status"] != "orphaned":
             self.stats["orphaned"] += 1
         if new["status"] == "done":
-            if old["status"] != "running":
+            # from orphaned: a late completion (the owner paused or cut off past its lease,
+            # nobody reclaimed the run meanwhile: same attempt and owner, checked above)
+            if old["status"] not in ("running", "orphaned"):
                 self.fail(f"run {key} done from {old['status']}")
+            elif old["status"] == "orphaned":
+                self.stats["done_from_orphaned"] += 1
             completions[key] += 1
 
     # every orphan was reclaimed or failed for good; nothing runs past its lease at the end;

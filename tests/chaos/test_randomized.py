@@ -1,8 +1,9 @@
 """Random, overlapping faults from seeded schedules: the guarantees hold on every seed.
 
 The CI profile: R=5 replicas, J=20 jobs, 22 s of faults per seed, five fixed seeds (about
-40 s each). CHAOS_SEEDS=1,2,3 replays other seeds; a failure prints its seed, the faults, each
-violated invariant and the command that replays it. The soak profile is bench/soak.py.
+40 s each), every fault kind but the long outage. CHAOS_SEEDS=1,2,3 replays other seeds; a
+failure prints its seed, the faults, each violated invariant and the command that replays it.
+The soak profile is bench/soak.py.
 """
 
 from __future__ import annotations
@@ -37,10 +38,14 @@ from tests.helpers.polling import wait_for
 from tests.integration.support import due, runs
 
 CI_SEEDS = [int(s) for s in os.environ.get("CHAOS_SEEDS", "11,23,37,41,59").split(",")]
+# Every kind but the outage longer than the lease: with three Postgres faults in 22 s one of them
+# finds no room, and the long outage's catch-up costs the profile its budget (soak and replay
+# draw it; an ordinary outage already outlasts the shorter leases).
+CI_KINDS = tuple(k for k in FAULT_KINDS if k != "long_outage")
 
 
 def ci_config(seed: int) -> ChaosConfig:
-    return ChaosConfig(seed=seed, replicas=5, jobs=20, duration=22.0)
+    return ChaosConfig(seed=seed, replicas=5, jobs=20, duration=22.0, kinds=CI_KINDS)
 
 
 @pytest.mark.slow
@@ -84,7 +89,7 @@ def test_a_seed_always_gives_the_same_storm_and_the_storm_is_sane(seed: int) -> 
 def test_the_ci_seeds_plan_every_kind_of_fault() -> None:
     for seed in CI_SEEDS:
         _, faults = _plan(seed)
-        assert {f.kind for f in faults} == set(FAULT_KINDS), seed
+        assert {f.kind for f in faults} == set(CI_KINDS), seed
 
 
 # -- the checks catch what they claim to catch -----------------------------------------------------
@@ -157,6 +162,16 @@ def test_a_consistent_history_passes_every_check() -> None:
     assert History().check() == []
 
 
+def test_a_late_completion_from_orphaned_by_the_same_attempt_passes() -> None:
+    history = History()
+    history.event("UPDATE", _row(2, 2), _row(2, 2))  # nothing changed: no finding
+    running = _row(9, 9, "running")
+    history.event("INSERT", None, running)
+    history.event("UPDATE", running, {**running, "status": "orphaned"})
+    history.event("UPDATE", {**running, "status": "orphaned"}, {**running, "status": "done"})
+    assert not [line for line in history.check() if "run ('j'" in line]
+
+
 @pytest.mark.parametrize(
     ("spoil", "expected"),
     [
@@ -169,6 +184,7 @@ def test_a_consistent_history_passes_every_check() -> None:
         (lambda h: h.starts.append(("j", T0, "r9", 1, T0)), "without being granted"),
         (lambda h: h.event("INSERT", None, _row(99, 1, "running")), "claimed twice"),
         (lambda h: h.event("UPDATE", _row(1, 1), _row(1, 1, "running")), "finished run"),
+        (lambda h: h.event("UPDATE", _row(7, 7, "pending"), _row(7, 7)), "done from pending"),
         (
             lambda h: h.event("UPDATE", _row(1, 1, "running"), _row(1, 1, "done")),
             "completed as done 2 times",

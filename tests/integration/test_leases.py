@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from datetime import timedelta
+
 import psycopg
 import pytest
 
@@ -203,6 +206,44 @@ def test_released_runs_are_orphaned_at_once_for_another_replica(store: Store) ->
     assert store.housekeeping("a", ["job"], PRESENCE).orphaned == 1
     (taken,) = store.reclaim("b", ["job"], 4)
     assert taken.attempt == 2
+
+
+def test_a_hand_back_that_loses_a_deadlock_is_retried(store: Store) -> None:
+    """Found by the chaos soak (--lapse-partitions): a stopping agent's hand-back lost a deadlock
+    to another statement updating the same runs and gave up, leaving them to their leases."""
+    store.upsert_schedule(
+        job_spec(job_name="job", schedule="@every 1s", concurrency_policy="Allow")
+    )
+    store.request_runs("job", [past(30), past(20)], "manual")
+    first, second = sorted(store.reclaim("a", ["job"], 10), key=lambda lease: lease.id)
+    outcome: dict[str, object] = {}
+
+    def hand_back() -> None:
+        try:
+            outcome["released"] = store.release("a", [first.id, second.id])
+        except DatabaseError as exc:
+            outcome["released"] = exc
+
+    with psycopg.connect(store.dsn) as other:  # e.g. a reaper, taking the same rows the other way
+        other.execute("SELECT 1 FROM claimsched.job_runs WHERE id = %s FOR UPDATE", [second.id])
+        releasing = threading.Thread(target=hand_back)
+        releasing.start()  # takes the first run, then waits for the second
+        wait_for(lambda: _waiting_on_locks(store.dsn) == 1, what="the hand-back to wait")
+        with pytest.raises(psycopg.errors.LockNotAvailable):  # the hand-back holds the first
+            sql(store.dsn, "SELECT 1 FROM job_runs WHERE id = %s FOR UPDATE NOWAIT", [first.id])
+        # a deadlock: the hand-back, waiting longest, is the one Postgres rolls back
+        other.execute("SELECT 1 FROM claimsched.job_runs WHERE id = %s FOR UPDATE", [first.id])
+    releasing.join(10)
+    assert outcome["released"] == 2, outcome
+    assert all(r["lease_until"] < r["started_at"] + _LEASE for r in runs(store.dsn))
+
+
+_LEASE = timedelta(seconds=60)
+
+
+def _waiting_on_locks(dsn: str) -> int:
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+    return int(sql(dsn, waiting)[0][0])
 
 
 def test_a_requested_occurrence_does_not_start_before_its_fire_time(store: Store) -> None:

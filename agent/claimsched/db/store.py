@@ -350,9 +350,15 @@ class Store:
         return str(row[0]), bool(row[1])
 
     def release(self, agent_id: str, ids: Iterable[int]) -> int:
-        """Hand these runs back: their leases end now."""
-        with self.connection() as conn:
-            return conn.execute(query("release"), {"agent_id": agent_id, "ids": list(ids)}).rowcount
+        """Hand these runs back: their leases end now. Again if it lost a deadlock (a reaper or a
+        completion takes the same rows in another order): else they would wait out their leases."""
+        params = {"agent_id": agent_id, "ids": list(ids)}
+
+        def release() -> int:
+            with self.connection() as conn:
+                return conn.execute(query("release"), params).rowcount
+
+        return retry_conflicts(release)
 
     def agent_stopped(self, agent_id: str) -> None:
         with self.connection() as conn:
