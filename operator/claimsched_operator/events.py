@@ -76,6 +76,12 @@ def transitions(
             f"job {job}: its database replicates asynchronously: a failover can lose the last "
             "claims and run an occurrence again (up to the replication lag); exactly-once "
             "across a failover needs synchronous replication")))
+    versions = status.tzdata_versions
+    if len(versions) > 1 and len(old.get("tzdataVersions") or ()) < 2:
+        found.append(Event(WARNING, "TzdataMismatch", (
+            f"job {job}: its live agents use different time zone databases "
+            f"({', '.join(versions)}): a local time may map to two instants and run twice; "
+            "give every replica the same tzdata")))
     available = status.live_agents > 0
     if not available and new.enabled and agents_were_available is not False:
         found.append(Event(WARNING, "NoLiveAgent", (

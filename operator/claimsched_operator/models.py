@@ -106,3 +106,4 @@ class ObservedStatus(_Camel):
     consecutive_failures: int = Field(0, alias="consecutiveFailures")
     failing: bool = False
     durability: Literal["synchronous", "asynchronous", "standalone"] | None = None
+    tzdata_versions: list[str] = Field(default_factory=list, alias="tzdataVersions")

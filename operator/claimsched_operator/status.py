@@ -220,6 +220,7 @@ def observe(
         consecutive_failures=int(row["consecutive_failures"]),
         failing=failing,
         durability=row["durability"],
+        tzdata_versions=list(row["agent_tzdata"]),
     )
     return Observation(job, status, int(row["exhausted_day"]), bool(row["enabled"]), inputs,
                        row["last_successful_time"])
@@ -231,7 +232,7 @@ _STATUS_COLUMNS = (
     "exhausted_day",
     "last_fire_time", "last_status", "last_attempt", "last_claimed_by", "last_started_at",
     "last_finished_at", "last_error", "last_successful_time", "live_agents",
-    "consecutive_failures", "durability",
+    "consecutive_failures", "durability", "agent_tzdata",
 )
 
 

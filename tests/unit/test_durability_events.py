@@ -32,3 +32,21 @@ def test_synchronous_and_standalone_databases_are_shown_without_a_warning() -> N
         observed = _observed(durability)
         assert observed.status.durability == durability
         assert transitions("job", {}, observed, None, True) == []
+
+
+def test_live_agents_on_different_time_zone_databases_are_warned_about_once() -> None:
+    """Issue 16, item 6: two tzdata versions can put one local time at two instants."""
+    def observed(versions: list[str]):  # type: ignore[no-untyped-def]
+        return observe(row(NOW, agent_tzdata=versions), Schedule("0 * * * *"),
+                       OccurrenceCounter())
+
+    agreeing = observed(["2025b"])
+    assert agreeing.status.tzdata_versions == ["2025b"]
+    assert transitions("job", {}, agreeing, None, True) == []
+    split = observed(["2025b", "2026f"])
+    shown = split.status.model_dump(by_alias=True, exclude_none=True)
+    assert shown["tzdataVersions"] == ["2025b", "2026f"]
+    (event,) = transitions("job", {"tzdataVersions": ["2025b"]}, split, agreeing, True)
+    assert (event.type, event.reason) == ("Warning", "TzdataMismatch")
+    assert "2025b, 2026f" in event.message
+    assert transitions("job", shown, observed(["2025b", "2026f"]), split, True) == []

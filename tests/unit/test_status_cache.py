@@ -72,6 +72,7 @@ def row(now: datetime, **changes: Any) -> dict[str, Any]:
         "orphaned_current": 0, "orphaned_day": 0, "failed_day": 0, "exhausted_day": 0,
         "live_agents": 1, "active_since": START, "latest_occurrence": None,
         "consecutive_failures": 0, "consecutive_successes": 0, "durability": "standalone",
+        "agent_tzdata": ["2025b"],
     }
     values.update(changes)
     return values

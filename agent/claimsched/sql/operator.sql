@@ -75,12 +75,15 @@ SELECT j.job_name, j.enabled, j.active_since, j.suspend_until, j.day_start, j.hi
        last.finished_at AS last_finished_at, last.error AS last_error,
        success.fire_time AS last_successful_time,
        coalesce(live.agents, 0) AS live_agents,
+       coalesce(live.tzdata, '{}') AS agent_tzdata,
        (SELECT durability FROM database_identity()) AS durability,
        now() AS db_now
 FROM jobs j
 LEFT JOIN counted c ON c.job_name = j.job_name
 LEFT JOIN (
-    SELECT h.job_name, count(DISTINCT a.agent_id) AS agents
+    SELECT h.job_name, count(DISTINCT a.agent_id) AS agents,
+           array_agg(DISTINCT a.tzdata ORDER BY a.tzdata)
+               FILTER (WHERE a.tzdata IS NOT NULL) AS tzdata
     FROM agents a, unnest(a.handlers) AS h(job_name)
     WHERE a.stopped_at IS NULL
       AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
