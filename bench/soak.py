@@ -187,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         "fire_to_start_by_minute": by_minute(report["fire_to_start"]),
         "fire_to_start": report["fire_to_start"],
         "replay": f"python -m bench.soak --replicas {cfg.replicas} --jobs {cfg.jobs} "
-        f"--duration {cfg.duration:g} --seed {cfg.seed}",
+        f"--duration {cfg.duration:g} --seed {cfg.seed}"
+        + (" --lapse-partitions" if cfg.lapse_partitions else ""),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"soak-r{cfg.replicas}-j{cfg.jobs}-s{cfg.seed}"

@@ -979,8 +979,15 @@ class ChaosRun:
             "AND (new->>'lease_until')::timestamptz <= at AND actor IS NULL"
         )[0]
         first_start: dict[tuple[str, datetime], datetime] = {}
+        # manual and backfilled runs: their fire time is not when they were due
+        asked = set(
+            self.query(
+                "SELECT job_name, fire_time FROM claimsched.job_runs WHERE kind <> 'scheduled'"
+            )
+        )
         for job, fire, _agent, _attempt, at in starts:
-            first_start[(job, fire)] = min(at, first_start.get((job, fire), at))
+            if (job, fire) not in asked:
+                first_start[(job, fire)] = min(at, first_start.get((job, fire), at))
         latencies = sorted(
             (round(fire.timestamp() - self.wall0, 3), round((at - fire).total_seconds(), 3))
             for (_job, fire), at in first_start.items()
@@ -990,6 +997,7 @@ class ChaosRun:
             "replicas": self.cfg.replicas,
             "jobs": self.cfg.jobs,
             "fault_seconds": self.cfg.duration,
+            "lapse_partitions": self.cfg.lapse_partitions,
             "skewed_replica": self.skewed,
             "initial_skew_seconds": self.initial_skew,
             "faults_planned": [asdict(f) for f in self.faults],
@@ -1397,6 +1405,7 @@ def replay_command(report: dict[str, Any]) -> str:
     return (
         f"python -m bench.chaos --seed {report['seed']} --replicas {report['replicas']} "
         f"--jobs {report['jobs']} --duration {report['fault_seconds']}"
+        + (" --lapse-partitions" if report.get("lapse_partitions") else "")
     )
 
 
