@@ -84,7 +84,7 @@ class Blackhole:
                 if not readable:
                     continue
                 client, _ = self._server.accept()
-            except OSError:
+            except (OSError, ValueError):  # closed under select(): fd -1
                 return
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
@@ -109,7 +109,7 @@ class Blackhole:
                 if not data:
                     break
                 sink.sendall(data)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: the other side closed the socket (fd -1)
             pass
         finally:
             # one side ended: end the other, as the server or client would see it
