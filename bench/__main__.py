@@ -27,6 +27,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--history-days", type=int, help="d: schedules active since N days (7)")
     run.add_argument("--profile", action="store_true", default=None,
                      help="a: py-spy records replica r00 (steady and idle) to <name>-*.folded")
+    run.add_argument("--sync", action="store_true", default=None,
+                     help="a: on a Patroni cluster, a synchronous standby attached (<name>-sync)")
     run.add_argument("--out", type=Path, help="result folder (bench/results)")
     run.add_argument("--name", help="result file name without extension")
     sub.add_parser("report", help="rewrite the table in bench/README.md from bench/results")

@@ -1,5 +1,7 @@
 """A throwaway Postgres with pg_stat_statements, a database for the agents and one for pgbench,
-and the per-role statement statistics the benchmarks count."""
+and the per-role statement statistics the benchmarks count. The server is one standalone
+Postgres, or (`cluster(sync=True)`) the leader of a Patroni cluster whose other node is its
+synchronous standby: every commit that asks for it waits for the standby's flush."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 
@@ -19,6 +21,7 @@ from claimsched.db.queries import queries
 from claimsched.tools.postgres import TemporaryPostgres
 
 from . import sql
+from .ha.patroni import PatroniCluster, patroni_cluster
 
 SETTINGS = {
     "shared_preload_libraries": "'pg_stat_statements'",
@@ -30,11 +33,51 @@ SETTINGS = {
 }
 
 
+class Server(Protocol):
+    """What the benchmarks read of a server: DSNs, its log and its data directory."""
+
+    @property
+    def dsn(self) -> str: ...
+
+    def dsn_for(self, database: str, user: str = "postgres") -> str: ...
+
+    @property
+    def log(self) -> Path: ...
+
+    @property
+    def data(self) -> Path: ...
+
+
+@dataclass
+class SyncLeader:
+    """The leader of a Patroni cluster with a synchronous standby, read as a Server; DSNs name
+    both nodes (read-write only)."""
+
+    ha: PatroniCluster
+
+    @property
+    def dsn(self) -> str:
+        return self.dsn_for("postgres")
+
+    def dsn_for(self, database: str, user: str = "postgres") -> str:
+        return self.ha.dsn(database, user)
+
+    @property
+    def data(self) -> Path:
+        leader = self.ha.leader()
+        assert leader is not None, self.ha.logs()
+        return self.ha.members[leader].data
+
+    @property
+    def log(self) -> Path:
+        return self.data / "log" / "postgresql.log"  # logging_collector, see SYNC_SETTINGS
+
+
 @dataclass
 class Cluster:
     """The server, and DSNs for the agents, the operator and the harness (superuser)."""
 
-    pg: TemporaryPostgres
+    pg: Server
     admin: psycopg.Connection[Any] = field(init=False)
 
     @property
@@ -72,6 +115,11 @@ class Cluster:
 
     def server_version(self) -> str:
         return str(self.execute(sql.SERVER_VERSION)[0][0])
+
+    def standbys(self) -> list[dict[str, Any]]:
+        """The server's standbys as pg_stat_replication shows them (none when standalone)."""
+        rows = self.execute(sql.STANDBYS)
+        return [{"name": r[0], "state": r[1], "sync_state": r[2]} for r in rows]
 
     def statements(self, role: str = sql.AGENT_ROLE) -> Snapshot:
         rows = self.execute(sql.STATEMENT_STATS, {"role": role, "database": sql.DATABASE})
@@ -134,19 +182,40 @@ def rss_mib(pid: int) -> float | None:
     return None
 
 
+# The standalone server's own defaults (claimsched.tools.postgres) that Patroni does not set, so
+# that the two differ by the standby only (the agents' claims, completions and receipts ask for
+# synchronous_commit = on whatever the default); and its log in a file.
+SYNC_SETTINGS = {
+    **{key: value.strip("'") for key, value in SETTINGS.items()},
+    "synchronous_commit": "off",
+    "logging_collector": "on",
+    "log_directory": "log",
+    "log_filename": "postgresql.log",
+}
+
+
 @contextmanager
-def cluster() -> Iterator[Cluster]:
+def cluster(sync: bool = False) -> Iterator[Cluster]:
+    """One standalone server, or with `sync` a Patroni cluster (synchronous, strict)."""
+    if sync:
+        with patroni_cluster(parameters=SYNC_SETTINGS) as ha:
+            yield from _set_up(SyncLeader(ha))
+        return
     pg = TemporaryPostgres(settings=SETTINGS)
     pg.start()
     try:
-        found = Cluster(pg)
-        found.setup()
-        try:
-            yield found
-        finally:
-            found.admin.close()
+        yield from _set_up(pg)
     finally:
         pg.destroy()
+
+
+def _set_up(server: Server) -> Iterator[Cluster]:
+    found = Cluster(server)
+    found.setup()
+    try:
+        yield found
+    finally:
+        found.admin.close()
 
 
 # -- statement statistics ------------------------------------------------------------------------

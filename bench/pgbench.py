@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from claimsched.db.queries import query
+from claimsched.tools.postgres import TemporaryPostgres
 
 from . import sql
 from .cluster import Cluster
@@ -90,6 +91,7 @@ def run(
     with _connect(cluster) as conn:
         conn.execute("TRUNCATE claimsched.job_runs")
         conn.execute("VACUUM ANALYZE claimsched.job_runs")
+    assert isinstance(cluster.pg, TemporaryPostgres), "pgbench runs against one standalone server"
     path = folder / f"pgbench-{kind}-{batch}.sql"
     path.write_text(script(kind, batch, jobs))
     command = [

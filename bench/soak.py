@@ -1,12 +1,16 @@
 """The soak profile: the chaos storm of bench/chaos, longer and wider, with a report and a plot.
 
     python -m bench.soak --replicas 10 --jobs 30 --duration 3600 --seed 7
+    python -m bench.soak --ha --replicas 8 --jobs 24 --duration 600 --seed 3
 
 R real agent processes run J jobs while seeded random faults overlap for `duration` seconds
 (SIGKILL, SIGSTOP past the lease, SIGTERM, Postgres fast restarts, outages and outages longer
 than every lease, a replica's clock skewed and re-skewed, restarts under a new agent id, manual
 triggers and backfills of Forbid jobs that overrun their period, handlers frozen inside
-`run.once()` past their lease; maintenance runs concurrently throughout).
+`run.once()` past their lease; maintenance runs concurrently throughout). With --ha the database
+is a Patroni cluster (two nodes, synchronous_mode_strict) and its faults are failovers (the
+leader SIGKILLed, or switched over) instead of restarts and outages, and replicas are
+partitioned from it (their connections black-holed for longer than every lease).
 Then every fault is healed, the run settles, and every invariant of bench/chaos is checked.
 Writes bench/results/soak-r<R>-j<J>-s<seed>.json, the summary that is versioned (fault counts,
 occurrences checked, the first violations, fire-to-start percentiles, faults and latencies by
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import tempfile
 import time
@@ -27,7 +32,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .chaos.storm import ChaosConfig, run_seed, storm_arguments, storm_config, summary
+from .chaos.storm import (
+    ChaosConfig,
+    replay_command,
+    run_seed,
+    storm_arguments,
+    storm_config,
+    summary,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,6 +59,8 @@ COLORS = {
     "trigger": "tab:olive",
     "backfill": "tab:cyan",
     "freeze_in_once": "tab:pink",
+    "partition": "gold",
+    "failover": "darkred",
     "exited": "black",
 }
 
@@ -119,7 +133,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
         top.barh(lane, width, left=event["at"], height=0.7, color=COLORS.get(event["kind"], "grey"))
     top.set_yticks(range(len(lanes)), lanes, fontsize=7)
     top.set_title(
-        f"soak: R={report['replicas']} J={report['jobs']} seed {report['seed']}, "
+        f"soak{' on Patroni (sync, strict)' if report.get('ha') else ''}: "
+        f"R={report['replicas']} J={report['jobs']} seed {report['seed']}, "
         f"{sum(report['fault_counts'].values())} faults, "
         f"{report['occurrences_checked']} occurrences checked, "
         f"{len(report['violations'])} violations"
@@ -169,13 +184,17 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
         flush=True,
     )
-    started = time.time()
+    started, load_before = time.time(), os.getloadavg()
     report = run_seed(cfg, folder, verbose=True)
     latencies = [latency for _, latency in report["fire_to_start"]]
     result = {
         "profile": "soak",
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "command": " ".join(["python -m bench.soak", *(argv or sys.argv[1:])]),
+        # the machine is shared: how busy it was (1, 5, 15 min averages on its cpus)
+        "cpus": os.cpu_count(),
+        "loadavg_at_start": [round(x, 2) for x in load_before],
+        "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
         **{k: v for k, v in report.items() if k not in {"fire_to_start", "faults_planned"}},
         "faults_total": sum(report["fault_counts"].values()),
         "fire_to_start_seconds": {
@@ -186,12 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         },
         "fire_to_start_by_minute": by_minute(report["fire_to_start"]),
         "fire_to_start": report["fire_to_start"],
-        "replay": f"python -m bench.soak --replicas {cfg.replicas} --jobs {cfg.jobs} "
-        f"--duration {cfg.duration:g} --seed {cfg.seed}"
-        + (" --lapse-partitions" if cfg.lapse_partitions else ""),
+        "replay": replay_command(report, "bench.soak"),
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"soak-r{cfg.replicas}-j{cfg.jobs}-s{cfg.seed}"
+    stem = args.out / f"soak{'-ha' if cfg.ha else ''}-r{cfg.replicas}-j{cfg.jobs}-s{cfg.seed}"
     samples = stem.with_suffix(".samples.json")
     samples.write_text(json.dumps(result, default=str))
     kept = summarize(result, samples.name)

@@ -28,6 +28,7 @@ WHERE r.rolname = %(role)s AND d.datname = %(database)s
 """
 
 SERVER_VERSION = "SELECT current_setting('server_version')"
+STANDBYS = "SELECT application_name, state, sync_state FROM pg_stat_replication ORDER BY 1"
 
 # Schedules the benchmarks run: J rows `<prefix>00000`.. with one schedule expression.
 INSERT_SCHEDULES = """

@@ -6,6 +6,8 @@ fall inside. Latency is measured for every occurrence of the window:
 - handler: the handler's first line reads the wall clock (same host and clock as Postgres);
 - claim: job_runs.started_at, the database's now() when the claim statement began.
 Idle phase: every schedule is moved to `0 0 1 1 *` (no fire for the window), then counted.
+With `sync` the server is the leader of a Patroni cluster with a synchronous standby attached
+(`a-r<R>-sync`): what a claim costs when its commit waits for a second node.
 """
 
 from __future__ import annotations
@@ -54,8 +56,9 @@ def run(
     out: Path | None = None,
     name: str | None = None,
     profile: bool = False,
+    sync: bool = False,
 ) -> Path:
-    name = name or f"a-r{replicas}"
+    name = name or f"a-r{replicas}" + ("-sync" if sync else "")
     out = out or Path(__file__).resolve().parent / "results"
     params = {
         "replicas": replicas,
@@ -67,11 +70,14 @@ def run(
         "max_concurrency": max_concurrency or f"agent default ({DEFAULT_SLOTS})",
         "housekeeping_seconds": "agent default (30)",
         "handler": "records its start time (local wall clock) and returns",
+        "database": "Patroni leader + synchronous standby (synchronous_mode_strict)" if sync
+        else "one standalone server",
     }
-    with cluster() as db, tempfile.TemporaryDirectory(prefix="claimsched-bench-") as folder:
+    with cluster(sync) as db, tempfile.TemporaryDirectory(prefix="claimsched-bench-") as folder:
         env = replica_env(max_concurrency)
         result: dict[str, Any] = {"scenario": "a", "name": name, "params": params}
         result["environment"] = environment(db)
+        result["standbys"] = db.standbys()
         db.execute(
             sql.INSERT_SCHEDULES,
             {"prefix": "a", "schedule": f"@every {period}s", "enabled": True, "count": jobs,

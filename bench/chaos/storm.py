@@ -26,12 +26,15 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from claimsched.db import Store
 from claimsched.errors import ClaimschedError
@@ -39,6 +42,8 @@ from claimsched.specs import job_spec
 from claimsched.tools.postgres import TemporaryPostgres
 from claimsched.tools.processes import python_path
 
+from ..ha.blackhole import Blackhole
+from ..ha.patroni import PatroniCluster, patroni_cluster
 from . import app_sql
 from .harness import REPO, Replica, Replicas
 from .timeline import TimeChecks, Timeline, Trace
@@ -47,6 +52,14 @@ REPLICA_FAULTS = ("sigkill", "sigstop", "sigterm", "new_id")
 PG_FAULTS = ("pg_restart", "pg_outage", "long_outage")  # long_outage: longer than every lease
 MANUAL_FAULTS = ("trigger", "backfill")  # manual runs of Forbid jobs, as an operator asks them
 FAULT_KINDS = (*REPLICA_FAULTS, *PG_FAULTS, "skew", *MANUAL_FAULTS, "freeze_in_once")
+# A replica's database connections black-holed (no reset) for longer than every lease; any
+# database. The Patroni leader lost (SIGKILL of its Patroni, postmaster and children; the
+# synchronous standby is promoted, the dead node rejoins) or switched over: --ha only, where it
+# replaces the faults of the one standalone server (PG_FAULTS).
+PARTITION, FAILOVER = "partition", "failover"
+HA_KINDS = (*REPLICA_FAULTS, PARTITION, FAILOVER, "skew", *MANUAL_FAULTS, "freeze_in_once")
+ALL_KINDS = (*FAULT_KINDS, PARTITION, FAILOVER)
+DB_FAULTS = (*PG_FAULTS, FAILOVER)  # one at a time on the "postgres" lane
 WEIGHTS = {
     "sigkill": 3,
     "sigstop": 3,
@@ -59,7 +72,14 @@ WEIGHTS = {
     "trigger": 2,
     "backfill": 2,
     "freeze_in_once": 1,
+    PARTITION: 2,
+    FAILOVER: 0.6,  # each takes the database away for seconds (switchover) or ~30 s (SIGKILL)
 }
+# Planned seconds of a failover on the "postgres" lane (Patroni's ttl of 20 s, then the dead
+# node's rejoin: a strict synchronous cluster takes no commit until a standby is back), and the
+# healthy time after it before the next database fault.
+FAILOVER_SECONDS = {0: 10.0, 1: 35.0}
+FAILOVER_SLACK = 15.0
 # The jobs the newer faults need: Forbid jobs that overrun their period (some their lease), with
 # work after their last effect (a handler that finishes while Postgres is away), and jobs whose
 # once() block freezes its replica on the harness's word. They replace the last jobs of a plan.
@@ -88,6 +108,19 @@ class ChaosConfig:
     lapse_partitions: bool = False  # start with this month's partition missing (see test)
     settle_timeout: float = 60.0  # catch-up and quiescence deadlines, each
     pg_settings: tuple[tuple[str, str], ...] = ()
+    ha: bool = False  # a Patroni cluster (synchronous, strict) instead of one server
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.kinds) - set(ALL_KINDS))
+        if unknown:
+            raise ValueError(f"unknown fault kinds {unknown}: choose from {', '.join(ALL_KINDS)}")
+        if self.ha and set(self.kinds) & set(PG_FAULTS):
+            raise ValueError(
+                f"{', '.join(PG_FAULTS)} stop the one standalone server: with --ha the database "
+                f"fault is {FAILOVER}"
+            )
+        if not self.ha and FAILOVER in self.kinds:
+            raise ValueError(f"{FAILOVER} needs a Patroni cluster: add --ha")
 
 
 @dataclass(frozen=True)
@@ -268,8 +301,11 @@ def plan_faults(
             duration, slack = 0.0, 2.0
         elif kind == "pg_outage":
             duration, slack = rng.uniform(period_max + 0.5, period_max + 3.0), 2.0
-        elif kind == "long_outage":
+        elif kind in ("long_outage", PARTITION):  # longer than every lease
             duration, slack = rng.uniform(lease_max + 1.0, lease_max + 3.0), 2.0
+        elif kind == FAILOVER:  # value 1: SIGKILL of the leader, 0: a planned switchover
+            value = float(rng.choice([0, 1]))
+            duration, slack = FAILOVER_SECONDS[int(value)], FAILOVER_SLACK
         elif kind in MANUAL_FAULTS:
             # backfill: its range ends `value` periods before the schedule began (-1: just now)
             duration, slack, value = 0.0, 0.0, float(rng.choice([-1, 0, 2, 4, 6, 8]))
@@ -283,7 +319,7 @@ def plan_faults(
         target = None
         while target is None and at < cfg.duration * 0.9:
             low, high = at, at + duration + slack
-            if kind in PG_FAULTS:
+            if kind in DB_FAULTS:
                 target = None if overlaps("postgres", low, high) else "postgres"
             elif kind == "skew":
                 target = skewed
@@ -334,6 +370,8 @@ class Slot:
     held: bool = False  # a fault (or the harness) owns this slot's process right now
     lock: threading.Lock = field(default_factory=threading.Lock)
     ids: list[str] = field(default_factory=list)
+    proxies: list[Blackhole] = field(default_factory=list)  # partition faults cut these
+    dsn: str | None = None  # through `proxies`, when the storm has partition faults
 
 
 @dataclass
@@ -361,6 +399,8 @@ class ChaosRun:
         self.skew_lock = threading.Lock()  # skew faults write one file
         self.pg_down = False
         self.pg_fault_ended = -1e9
+        self.pg: TemporaryPostgres | None = None  # the database: one server,
+        self.ha: PatroniCluster | None = None  # or with cfg.ha a Patroni cluster
         self.stop = threading.Event()
         self.t0 = time.monotonic()
         self.wall0 = time.time()
@@ -396,9 +436,7 @@ class ChaosRun:
             "track_commit_timestamp": "on",
             **dict(self.cfg.pg_settings),
         }
-        with TemporaryPostgres(settings=settings) as pg:
-            self.pg = pg
-            self.dsn = pg.dsn
+        with self._database(settings):
             self._setup()
             self.group = Replicas(self.dsn, self.folder, app_jobs(self.jobs), self._env())
             self.slots = {
@@ -409,6 +447,9 @@ class ChaosRun:
             }
             self._write_skew(self.initial_skew)
             try:
+                if PARTITION in self.cfg.kinds:
+                    for slot in self.slots.values():
+                        self._proxy(slot)
                 for slot in self.slots.values():
                     self._launch(slot)
                 self._wait_ready()
@@ -433,8 +474,33 @@ class ChaosRun:
             finally:
                 self.stop.set()
                 self.group.stop_all()
+                for slot in self.slots.values():
+                    for proxy in slot.proxies:
+                        proxy.close()
         report["elapsed_seconds"] = round(time.monotonic() - started, 1)
         return report
+
+    @contextmanager
+    def _database(self, settings: dict[str, str]) -> Iterator[None]:
+        """One throwaway server, or with `ha` a Patroni cluster (etcd, two nodes, synchronous and
+        strict) that the harness and the agents reach by a DSN naming both nodes."""
+        if self.cfg.ha:
+            with patroni_cluster(parameters=settings) as cluster:
+                self.ha, self.dsn = cluster, cluster.dsn()
+                yield
+        else:
+            with TemporaryPostgres(settings=settings) as pg:
+                self.pg, self.dsn = pg, pg.dsn
+                yield
+
+    def _proxy(self, slot: Slot) -> None:
+        """Put every connection of the slot's replicas behind black-hole proxies, one per node."""
+        if self.ha is not None:
+            ports = [m.pg_port for m in self.ha.members.values()]
+        else:
+            ports = [int(conninfo_to_dict(self.dsn)["port"])]
+        slot.proxies = [Blackhole(port) for port in ports]
+        slot.dsn = make_conninfo(self.dsn, port=",".join(str(p.port) for p in slot.proxies))
 
     def _env(self) -> dict[str, str]:
         return {
@@ -487,6 +553,7 @@ class ChaosRun:
             slot.agent_id,
             skew_file=slot.skew_file,
             log_name=f"{slot.agent_id}.{slot.incarnation}",
+            **({"CLAIMSCHED_DSN": slot.dsn} if slot.dsn else {}),
         )
 
     def _started(self, slot: Slot) -> bool:
@@ -527,6 +594,10 @@ class ChaosRun:
         try:
             if fault.kind in PG_FAULTS:
                 self._pg_fault(fault, event)
+            elif fault.kind == FAILOVER:
+                self._failover(fault, event)
+            elif fault.kind == PARTITION:
+                self._partition(fault, event)
             elif fault.kind in MANUAL_FAULTS:
                 self._manual_fault(fault, event)
             elif fault.kind == "freeze_in_once":
@@ -543,6 +614,7 @@ class ChaosRun:
             self.events.append(event)
 
     def _pg_fault(self, fault: Fault, event: Event) -> None:
+        assert self.pg is not None
         timed = fault.kind == "long_outage" and self._await_tail()
         with self.pg_lock:
             event.at = self.now()  # the outage's window (timeline.py) begins here
@@ -559,6 +631,67 @@ class ChaosRun:
                 self.pg_fault_ended = time.monotonic()
         event.detail = f"{fault.duration:.1f}s down" if fault.kind != "pg_restart" else ""
         event.detail += ", as a handler began its tail" if timed else ""
+
+    def _failover(self, fault: Fault, event: Event) -> None:
+        """The leader SIGKILLed (Patroni, postmaster, children) or switched over, while runs are
+        in flight; the fault lasts until the cluster is whole again (a killed node restarted on
+        its data dir, streaming as the synchronous standby) and a commit went through."""
+        cluster = self.ha
+        assert cluster is not None
+        with self.pg_lock:
+            cluster.wait_healthy(120)  # the previous failover's rejoin may still be streaming
+            event.at = self.now()  # the outage's window (timeline.py) begins here
+            began = time.monotonic()
+            self.pg_down = True
+            try:
+                old = cluster.leader()
+                if fault.value:
+                    old = cluster.kill_leader()
+                    new = cluster.standby()
+                    cluster.wait_leader(new, timeout=90)
+                    promoted = time.monotonic() - began
+                    cluster.rejoin(old)
+                else:
+                    new = cluster.switchover(timeout=90)
+                    promoted = time.monotonic() - began
+                cluster.wait_healthy(120)
+                deadline = time.monotonic() + 60
+                while not self._commit_ok() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            finally:
+                self.pg_down = False
+                self.pg_fault_ended = time.monotonic()
+        how = "SIGKILL" if fault.value else "switchover"
+        event.detail = (
+            f"{how} of {old}: {new} leads after {promoted:.1f}s, commits again after "
+            f"{time.monotonic() - began:.1f}s"
+        )
+
+    def _commit_ok(self) -> bool:
+        """A transaction with an xid commits: on a strict synchronous primary, only once a
+        synchronous standby confirmed it."""
+        try:
+            self.query("SELECT txid_current()")
+            return True
+        except psycopg.Error:
+            return False
+
+    def _partition(self, fault: Fault, event: Event) -> None:
+        """Every connection of one replica black-holed for longer than every lease: what it sent
+        waits in the kernel, nothing errors, no call returns; then everything flows again."""
+        slot = self.slots[fault.target]
+        with slot.lock:
+            slot.held = True
+            event.target = slot.agent_id
+            try:
+                for proxy in slot.proxies:
+                    proxy.blackhole()
+                time.sleep(fault.duration)
+            finally:
+                for proxy in slot.proxies:
+                    proxy.restore()
+                slot.held = False
+        event.detail = f"cut off {fault.duration:.1f}s"
 
     def _await_tail(self) -> bool:
         """Ask for the moment a handler has made its last write and works on without the
@@ -794,7 +927,10 @@ class ChaosRun:
 
     def _heal(self) -> None:
         with self.pg_lock:
-            if not self.query_ok():
+            if self.ha is not None:
+                self.ha.wait_healthy(120)
+            elif not self.query_ok():
+                assert self.pg is not None
                 self.pg.start()
         for slot in self.slots.values():
             with slot.lock:
@@ -912,7 +1048,7 @@ class ChaosRun:
         outages = [
             (e.kind, self._wall(e.at), self._wall(e.end if e.end is not None else e.at))
             for e in self.events
-            if e.kind in PG_FAULTS
+            if e.kind in DB_FAULTS
         ]
         trace = Trace.read(self.trace_dir, self.mono_to_wall)
         checks = TimeChecks(self.jobs, Timeline(audit), trace)
@@ -969,7 +1105,7 @@ class ChaosRun:
         if self.violations or os.environ.get("CHAOS_DUMP"):
             self._dump()
         logs = "\n".join(p.read_text(errors="replace") for p in self.folder.glob("*.log"))
-        executed = Counter(e.kind for e in self.events if e.kind in FAULT_KINDS)
+        executed = Counter(e.kind for e in self.events if e.kind in ALL_KINDS)
         (deadlocks,) = self.query(
             "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
         )[0]
@@ -998,11 +1134,15 @@ class ChaosRun:
             "jobs": self.cfg.jobs,
             "fault_seconds": self.cfg.duration,
             "lapse_partitions": self.cfg.lapse_partitions,
+            "ha": self.cfg.ha,
+            "kinds": list(self.cfg.kinds),
             "skewed_replica": self.skewed,
             "initial_skew_seconds": self.initial_skew,
             "faults_planned": [asdict(f) for f in self.faults],
             "faults_executed": [asdict(e) for e in sorted(self.events, key=lambda e: e.at)],
-            "fault_counts": {k: executed.get(k, 0) for k in FAULT_KINDS if k in self.cfg.kinds},
+            "database": "patroni: 2 nodes, synchronous_mode_strict" if self.cfg.ha
+            else "one server",
+            "fault_counts": {k: executed.get(k, 0) for k in ALL_KINDS if k in self.cfg.kinds},
             "max_concurrent_faults": _max_overlap(self.events),
             "occurrences_checked": checker.stats["expected"],
             **{k: v for k, v in checker.stats.items() if k != "expected"},
@@ -1098,7 +1238,7 @@ def expected_fire_times(period: int, active_since: datetime, cutoff: datetime) -
 def _max_overlap(events: list[Event]) -> int:
     edges = []
     for e in events:
-        if e.kind in FAULT_KINDS and e.kind != "skew" and e.end is not None:
+        if e.kind in ALL_KINDS and e.kind != "skew" and e.end is not None:
             edges += [(e.at, 1), (e.end, -1)]
     level = peak = 0
     for _, step in sorted(edges, key=lambda x: (x[0], x[1])):
@@ -1401,12 +1541,29 @@ def summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def replay_command(report: dict[str, Any]) -> str:
+def replay_command(report: dict[str, Any], program: str = "bench.chaos") -> str:
     return (
-        f"python -m bench.chaos --seed {report['seed']} --replicas {report['replicas']} "
-        f"--jobs {report['jobs']} --duration {report['fault_seconds']}"
+        f"python -m {program} --seed {report['seed']} --replicas {report['replicas']} "
+        f"--jobs {report['jobs']} --duration {report['fault_seconds']:g}"
+        + replay_options(report)
+    )
+
+
+def replay_options(report: dict[str, Any]) -> str:
+    """The options beyond size and seed that a replay of `report` needs."""
+    ha = bool(report.get("ha"))
+    kinds = tuple(report.get("kinds") or default_kinds(ha))
+    return (
+        (" --ha" if ha else "")
+        + (f" --kinds {','.join(kinds)}" if kinds != default_kinds(ha) else "")
         + (" --lapse-partitions" if report.get("lapse_partitions") else "")
     )
+
+
+def default_kinds(ha: bool) -> tuple[str, ...]:
+    """What a storm draws unless told: every fault its database allows (partitions are drawn
+    only when asked for on a standalone server, so the seeds recorded before them replay)."""
+    return HA_KINDS if ha else FAULT_KINDS
 
 
 def run_seed(cfg: ChaosConfig, folder: Path | None = None, verbose: bool = False) -> dict[str, Any]:
@@ -1453,24 +1610,37 @@ def storm_arguments(
                         help="seconds of faults")
     parser.add_argument("--fault-rate", type=float, default=defaults.fault_rate,
                         help="faults per second")
-    parser.add_argument("--kinds", default=",".join(FAULT_KINDS), help="fault kinds to draw")
+    parser.add_argument("--kinds", help="fault kinds to draw (default: every kind the database "
+                        f"allows; all: {','.join(ALL_KINDS)})")
     parser.add_argument("--lapse-partitions", action="store_true",
                         help="let maintenance move rows (exposes the partition-move race)")
+    parser.add_argument("--ha", action="store_true",
+                        help="on a Patroni cluster (2 nodes, synchronous, strict): failover "
+                        "faults instead of the standalone server's restarts and outages")
     return parser
 
 
 def storm_config(args: argparse.Namespace, **more: Any) -> ChaosConfig:
-    """The ChaosConfig the options of storm_arguments() describe, and `more`."""
-    return ChaosConfig(
-        seed=args.seed,
-        replicas=args.replicas,
-        jobs=args.jobs,
-        duration=args.duration,
-        fault_rate=args.fault_rate,
-        kinds=tuple(k for k in args.kinds.split(",") if k),
-        lapse_partitions=args.lapse_partitions,
-        **more,
-    )
+    """The ChaosConfig the options of storm_arguments() describe, and `more`; bad options exit
+    with a one-line error."""
+    if args.kinds is None:
+        kinds = default_kinds(args.ha)
+    else:
+        kinds = tuple(k for k in args.kinds.split(",") if k)
+    try:
+        return ChaosConfig(
+            seed=args.seed,
+            replicas=args.replicas,
+            jobs=args.jobs,
+            duration=args.duration,
+            fault_rate=args.fault_rate,
+            kinds=kinds,
+            lapse_partitions=args.lapse_partitions,
+            ha=args.ha,
+            **more,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

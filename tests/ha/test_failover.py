@@ -17,10 +17,10 @@ from pathlib import Path
 import psycopg
 import pytest
 from bench.chaos.harness import replicas
+from bench.ha.patroni import PatroniCluster, patroni_cluster
 
 from claimsched.cli import main
 from claimsched.db import Store
-from tests.helpers.patroni import PatroniCluster, patroni_cluster
 from tests.helpers.polling import wait_for
 
 from .support import (

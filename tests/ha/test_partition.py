@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from bench.chaos.harness import replicas, store
+from bench.ha.blackhole import Blackhole
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tests.helpers.blackhole import Blackhole
 from tests.helpers.polling import wait_for
 
 from .support import FAST, SLOW

@@ -5,7 +5,7 @@ whatever happened (no process is left behind: Patroni, its postmasters and their
 Every member's replication goes through its own `Blackhole` proxy, so a test can hold the
 primary's WAL back from the standby (a lagging asynchronous standby) without touching Patroni.
 As root, Patroni runs as the `postgres` OS user from its own venv (scripts/bootstrap.sh makes
-it); a missing binary fails the test with what to install, it does not skip.
+it); a missing binary raises `MissingBinaries` saying what to install (a test fails, never skips).
 """
 
 from __future__ import annotations
@@ -21,16 +21,14 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from claimsched.tools.postgres import free_port
-from tests.helpers.blackhole import Blackhole
-from tests.helpers.polling import wait_for
+
+from .blackhole import Blackhole
 
 PG_BINDIR = Path(os.environ.get("CLAIMSCHED_HA_PG_BINDIR", "/usr/lib/postgresql/15/bin"))
 PATRONI_VENV = Path(os.environ.get("CLAIMSCHED_PATRONI_VENV", "/opt/claimsched-patroni"))
@@ -38,6 +36,23 @@ SCOPE = "claimsched-ha"
 # Patroni's floor: ttl >= 20, loop_wait + 2 * retry_timeout <= ttl; a hard-killed leader's
 # standby is promoted about ttl seconds later.
 DCS = {"ttl": 20, "loop_wait": 1, "retry_timeout": 3}
+
+
+class MissingBinaries(RuntimeError):
+    """etcd, Patroni or the PG 15 server is not installed."""
+
+
+def wait_for(
+    probe: Callable[[], object], what: str, *, timeout: float, log: Path | Callable[[], str]
+) -> None:
+    """Poll `probe` until it answers something truthy; at the deadline raise TimeoutError naming
+    `what`, with the tail of `log` (a file, or a function returning the text)."""
+    deadline = time.monotonic() + timeout
+    while not probe():
+        if time.monotonic() > deadline:
+            text = log.read_text(errors="replace") if isinstance(log, Path) else log()
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}\n{text[-6000:]}")
+        time.sleep(0.1)
 
 
 def require_binaries() -> dict[str, Path]:
@@ -49,8 +64,8 @@ def require_binaries() -> dict[str, Path]:
     }
     missing = [f"{name} ({path})" for name, path in found.items() if not os.access(path, os.X_OK)]
     if missing:
-        pytest.fail(
-            f"the failover tests need {', '.join(missing)}: run scripts/bootstrap.sh as root "
+        raise MissingBinaries(
+            f"a Patroni cluster needs {', '.join(missing)}: run scripts/bootstrap.sh as root "
             "(Debian etcd-server and postgresql, and Patroni in its own venv "
             f"{PATRONI_VENV}), or set CLAIMSCHED_PATRONI_VENV / CLAIMSCHED_HA_PG_BINDIR"
         )
@@ -161,6 +176,7 @@ class PatroniCluster:
     root: Path
     synchronous: bool = True
     strict: bool = True
+    parameters: dict[str, str] = field(default_factory=dict)  # server settings, both nodes
     members: dict[str, Member] = field(default_factory=dict)
     etcd: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
@@ -246,7 +262,11 @@ class PatroniCluster:
                     "postgresql": {
                         "use_pg_rewind": True,
                         "use_slots": True,
-                        "parameters": {"wal_log_hints": "on", "max_connections": 200},
+                        "parameters": {
+                            "wal_log_hints": "on",
+                            "max_connections": 200,
+                            **self.parameters,
+                        },
                     },
                 },
                 "initdb": [{"encoding": "UTF8"}, {"locale": "C.UTF-8"}, "no-sync"],
@@ -333,14 +353,14 @@ class PatroniCluster:
                 parts.append(f"--- {member.name} ---\n{member.log.read_text()[-2500:]}")
         return "\n".join(parts)
 
-    def dsn(self, dbname: str = "postgres", **extra: str) -> str:
+    def dsn(self, dbname: str = "postgres", user: str = "postgres", **extra: str) -> str:
         """Both members, read-write only: libpq tries each until one is the primary."""
         hosts = ",".join("127.0.0.1" for _ in self.members)
         ports = ",".join(str(m.pg_port) for m in self.members.values())
         params = {"connect_timeout": "2", **extra}
         tail = " ".join(f"{key}={value}" for key, value in params.items())
         return (
-            f"host={hosts} port={ports} user=postgres dbname={dbname} "
+            f"host={hosts} port={ports} user={user} dbname={dbname} "
             f"target_session_attrs=read-write {tail}"
         )
 
@@ -401,11 +421,13 @@ class PatroniCluster:
 
 
 @contextlib.contextmanager
-def patroni_cluster(synchronous: bool = True, strict: bool = True) -> Iterator[PatroniCluster]:
+def patroni_cluster(
+    synchronous: bool = True, strict: bool = True, parameters: dict[str, str] | None = None
+) -> Iterator[PatroniCluster]:
     """A started cluster, torn down on exit; its folder is removed unless the block failed."""
     root = Path(tempfile.mkdtemp(prefix="claimsched-ha-"))
     _chown(root)
-    cluster = PatroniCluster(root, synchronous=synchronous, strict=strict)
+    cluster = PatroniCluster(root, synchronous, strict, dict(parameters or {}))
     failed = False
     try:
         yield cluster.start()

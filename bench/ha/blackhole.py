@@ -16,7 +16,8 @@ import threading
 from types import TracebackType
 
 CHUNK = 65536
-TICK = 0.05  # seconds a pump waits before it looks at the black-hole flag again
+TICK = 0.05  # seconds a black-holed pump waits before it looks at the flag again
+IDLE = 0.5  # seconds a flowing pump waits for bytes before it looks at close()
 
 
 class Blackhole:
@@ -68,6 +69,7 @@ class Blackhole:
         self.close()
 
     def _spawn(self, target: object, name: str, *args: object) -> None:
+        self._threads = [t for t in self._threads if t.is_alive()]  # a storm opens thousands
         thread = threading.Thread(
             target=target,  # type: ignore[arg-type]
             args=args,
@@ -94,15 +96,16 @@ class Blackhole:
                 continue
             with self._lock:
                 self._sockets += [client, upstream]
-            self._spawn(self._pump, "up", client, upstream)
-            self._spawn(self._pump, "down", upstream, client)
+            pumps = [2]  # running pumps of this connection: the last one closes its sockets
+            self._spawn(self._pump, "up", client, upstream, pumps)
+            self._spawn(self._pump, "down", upstream, client, pumps)
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, pumps: list[int]) -> None:
         try:
             while not self._closed.is_set():
                 if not self._flowing.wait(TICK):
                     continue  # black-holed: leave the bytes in the kernel's buffer
-                readable, _, _ = select.select([source], [], [], TICK)
+                readable, _, _ = select.select([source], [], [], IDLE)
                 if not readable or not self._flowing.is_set():
                     continue
                 data = source.recv(CHUNK)
@@ -116,3 +119,11 @@ class Blackhole:
             for sock in (source, sink):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
+            with self._lock:
+                pumps[0] -= 1
+                last = pumps[0] == 0
+                if last:
+                    self._sockets = [s for s in self._sockets if s not in (source, sink)]
+            if last:
+                source.close()
+                sink.close()
