@@ -1,9 +1,10 @@
 """Random, overlapping faults from seeded schedules: the guarantees hold on every seed.
 
 The CI profile: R=5 replicas, J=20 jobs, 22 s of faults per seed, five fixed seeds (about
-40 s each), every fault kind but the long outage. CHAOS_SEEDS=1,2,3 replays other seeds; a
-failure prints its seed, the faults, each violated invariant and the command that replays it.
-The soak profile is bench/soak.py.
+40 s each), every fault kind but the long outage; and on a synchronous Patroni cluster one seed,
+R=3 J=8 for 40 s, whose faults include a SIGKILL of the leader (a failover) and a partition
+(about 100 s). CHAOS_SEEDS=1,2,3 replays other seeds; a failure prints its seed, the faults, each
+violated invariant and the command that replays it. The soak profile is bench/soak.py.
 """
 
 from __future__ import annotations
@@ -19,13 +20,17 @@ from typing import Any
 import psycopg
 import pytest
 from bench.chaos.storm import (
+    FAILOVER,
     FAULT_KINDS,
+    HA_KINDS,
+    PARTITION,
     PG_FAULTS,
     REPLICA_FAULTS,
     ChaosConfig,
     ChaosRun,
     Checker,
     lapse_partition,
+    main,
     plan,
     run_seed,
     summary,
@@ -44,8 +49,16 @@ CI_SEEDS = [int(s) for s in os.environ.get("CHAOS_SEEDS", "11,23,37,41,59").spli
 CI_KINDS = tuple(k for k in FAULT_KINDS if k != "long_outage")
 
 
+# Its plan SIGKILLs the leader mid-storm and partitions a replica (see the plan test below).
+HA_SEED = 3
+
+
 def ci_config(seed: int) -> ChaosConfig:
     return ChaosConfig(seed=seed, replicas=5, jobs=20, duration=22.0, kinds=CI_KINDS)
+
+
+def ha_config(seed: int) -> ChaosConfig:
+    return ChaosConfig(seed=seed, replicas=3, jobs=8, duration=40.0, kinds=HA_KINDS, ha=True)
 
 
 @pytest.mark.slow
@@ -59,6 +72,22 @@ def test_random_overlapping_faults_never_break_a_guarantee(seed: int, tmp_path: 
     assert report["max_concurrent_faults"] >= 2, summary(report)
     assert report["occurrences_checked"] >= 150, summary(report)
     assert report["maintenance"].get("runs", 0) >= 2, summary(report)
+
+
+@pytest.mark.slow
+def test_a_failover_and_a_partition_on_a_synchronous_cluster_never_break_a_guarantee(
+    tmp_path: Path,
+) -> None:
+    report = run_seed(ha_config(HA_SEED), tmp_path)
+    print(summary(report))
+    assert not report["violations"], summary(report)
+    assert all(n >= 1 for n in report["fault_counts"].values()), summary(report)
+    (failover,) = [e for e in report["faults_executed"] if e["kind"] == FAILOVER]
+    assert failover["detail"].startswith("SIGKILL"), failover
+    # the agents followed the promotion through the DSN naming both nodes, and noticed it
+    logs = "".join(p.read_text(errors="replace") for p in tmp_path.glob("*.log"))
+    assert "action=failover" in logs
+    assert report["occurrences_checked"] >= 150, summary(report)
 
 
 # -- the plan is a pure function of the seed -------------------------------------------------------
@@ -90,6 +119,38 @@ def test_the_ci_seeds_plan_every_kind_of_fault() -> None:
     for seed in CI_SEEDS:
         _, faults = _plan(seed)
         assert {f.kind for f in faults} == set(CI_KINDS), seed
+
+
+@pytest.mark.parametrize("seed", [HA_SEED, 1, 2, 4, 5])
+def test_an_ha_storm_fails_over_the_database_and_partitions_replicas_past_every_lease(
+    seed: int,
+) -> None:
+    jobs, _, _, faults, _ = plan(ha_config(seed))
+    kinds = {f.kind for f in faults}
+    assert PARTITION in kinds and kinds <= set(HA_KINDS)  # no restart of a standalone server
+    lease_max = max(j["lease_seconds"] for j in jobs)
+    for fault in faults:
+        if fault.kind == FAILOVER:
+            assert fault.target == "postgres" and fault.value in (0, 1)
+        if fault.kind == PARTITION:
+            assert fault.target.startswith("r") and fault.duration > lease_max
+    if seed == HA_SEED:
+        assert kinds == set(HA_KINDS)
+        assert [f.value for f in faults if f.kind == FAILOVER] == [1]  # a SIGKILL
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--kinds", "failover"], "failover needs a Patroni cluster: add --ha"),
+        (["--ha", "--kinds", "sigkill,pg_outage"], "with --ha the database fault is failover"),
+        (["--kinds", "sigkill,unplug"], "unknown fault kinds ['unplug']"),
+    ],
+)
+def test_a_storm_that_cannot_run_is_refused_in_one_line(options: list[str], message: str) -> None:
+    with pytest.raises(SystemExit) as refused:
+        main(["--seed", "1", "--plan", *options])
+    assert message in str(refused.value) and "\n" not in str(refused.value)
 
 
 # -- the checks catch what they claim to catch -----------------------------------------------------
