@@ -10,9 +10,12 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 START, END = "<!-- results:start -->", "<!-- results:end -->"
-ORDER = ["a-r4", "a-r16", "b-r10", "c-r4", "d-10000"]
+ORDER = [
+    "a-r4", "a-r16", "a-r4-standalone", "a-r4-sync", "a-r16-standalone", "a-r16-sync",
+    "b-r10", "c-r4", "d-10000",
+]
 TITLES = {
-    "a": "a: 50 jobs @every 5s, 120 s window (then 90 s idle)",
+    "a": "a: 50 jobs @every 5s, 120 s window (then 90 s idle) unless the column says",
     "b": "b: 1000 jobs due at one instant, 10 replicas",
     "c": "c: claim throughput, 2000 jobs @every 1s, 4 replicas x 200 slots",
     "d": "d: operator status refresh, 10,000 ClaimSchedules",
@@ -110,6 +113,11 @@ def _setup(result: dict[str, Any]) -> list[tuple[str, Any]]:
         rows.append(("replicas x worker slots", f"{p['replicas']} x {slots}"))
     rows.append(("commit / load average at start",
                  f"{env['commit']} / {env['loadavg_at_start'][0]}"))
+    if result["scenario"] == "a":
+        sync = str(p.get("database", "")).startswith("Patroni")
+        rows.append(("database / window / idle window s",
+                     f"{'sync standby' if sync else 'standalone'} / {_fmt(p['window_s'])} / "
+                     f"{_fmt(p['idle_window_s'])}"))
     return rows
 
 

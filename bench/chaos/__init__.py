@@ -4,6 +4,13 @@ overlapping faults and the invariants checked after them (`storm`).
 The chaos tests (tests/chaos) and the soak profile (bench/soak.py) both run it. Replay a storm:
 
     python -m bench.chaos --seed 23 --replicas 5 --jobs 20 --duration 22
+    python -m bench.chaos --seed 3 --ha --replicas 3 --jobs 8 --duration 40
+
+With --ha the database is a Patroni cluster (bench/ha: etcd, two nodes, synchronous_mode_strict)
+that the agents reach by a DSN naming both nodes, and its faults are failovers: the leader
+SIGKILLed (Patroni, postmaster and children; the synchronous standby is promoted about 20 s
+later, the dead node rejoins) or switched over. A partition fault black-holes every connection
+of one replica for longer than every lease (bench/ha/blackhole.py), on either database.
 
 A run with violations keeps the database's tables next to its logs; CHAOS_DUMP=1 keeps them
 of every run.

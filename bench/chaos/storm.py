@@ -10,6 +10,8 @@ in timeline.py, those about time: Forbid runs never in progress at once, what be
 that finished while Postgres was away, receipts never committed after a later attempt began).
 
 Replay a seed: python -m bench.chaos --seed 23 --replicas 5 --jobs 20 --duration 22
+(with --ha on a synchronous Patroni cluster, where failovers replace the standalone server's
+restarts and outages; see bench/chaos/__init__.py).
 """
 
 from __future__ import annotations
