@@ -82,6 +82,11 @@ WEIGHTS = {
 # healthy time after it before the next database fault.
 FAILOVER_SECONDS = {0: 10.0, 1: 35.0}
 FAILOVER_SLACK = 15.0
+# How long after a database fault ended a replica that refuses to start for want of a database is
+# a restart (the kubelet's), not a crash. A promoted primary takes every replica's reconnection
+# and catch-up and its new standby's first sync at once: on a loaded machine a connection can
+# time out for a while after the failover (seen: 12.5 s after a switchover, load average 30).
+SETTLE_AFTER_DB_FAULT = {False: 10.0, True: 30.0}  # by cfg.ha
 # The jobs the newer faults need: Forbid jobs that overrun their period (some their lease), with
 # work after their last effect (a handler that finishes while Postgres is away), and jobs whose
 # once() block freezes its replica on the harness's word. They replace the last jobs of a plan.
@@ -488,7 +493,8 @@ class ChaosRun:
         strict) that the harness and the agents reach by a DSN naming both nodes."""
         if self.cfg.ha:
             with patroni_cluster(parameters=settings) as cluster:
-                self.ha, self.dsn = cluster, cluster.dsn()
+                # 5 s: a promoted primary under every replica's reconnection is slow to answer
+                self.ha, self.dsn = cluster, cluster.dsn(connect_timeout="5")
                 yield
         else:
             with TemporaryPostgres(settings=settings) as pg:
@@ -847,7 +853,8 @@ class ChaosRun:
             # something claimsched did, so it counts as one more crash fault
             self.notes["libfaketime_aborts"] += 1
             return
-        recent_pg = self.pg_down or time.monotonic() - self.pg_fault_ended < 10
+        settle = SETTLE_AFTER_DB_FAULT[self.cfg.ha]
+        recent_pg = self.pg_down or time.monotonic() - self.pg_fault_ended < settle
         if "agent started" not in text and "claimsched: error:" in text and recent_pg:
             self.notes["startup_refused_while_db_down"] += 1
             return
