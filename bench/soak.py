@@ -12,10 +12,11 @@ is a Patroni cluster (two nodes, synchronous_mode_strict) and its faults are fai
 leader SIGKILLed, or switched over) instead of restarts and outages, and replicas are
 partitioned from it (their connections black-holed for longer than every lease).
 Then every fault is healed, the run settles, and every invariant of bench/chaos is checked.
-Writes bench/results/soak-r<R>-j<J>-s<seed>.json, the summary that is versioned (fault counts,
-occurrences checked, the first violations, fire-to-start percentiles, faults and latencies by
-minute), .png (every fault and every latency over time) and .samples.json, the raw samples (every
-fault, every fire-to-start latency), which git ignores. Exit status 1 when an invariant was
+Writes bench/results/soak[-ha]-r<R>-j<J>-s<seed>.json, the summary that is versioned (fault
+counts, occurrences checked, the first violations, fire-to-start percentiles, faults, latencies
+and the machine's load average by minute), .png (every fault and every latency over time, and the
+load) and .samples.json, the raw samples (every fault, every fire-to-start latency, every load
+reading), which git ignores. Exit status 1 when an invariant was
 violated; the report says how to replay the seed.
 """
 
@@ -27,6 +28,7 @@ import math
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -44,7 +46,8 @@ from .chaos.storm import (
 REPO = Path(__file__).resolve().parents[1]
 
 RESULTS = REPO / "bench" / "results"
-RAW = ("fire_to_start", "faults_executed", "faults_planned")  # samples: <stem>.samples.json only
+# raw samples: in <stem>.samples.json only
+RAW = ("fire_to_start", "faults_executed", "faults_planned", "load")
 VIOLATIONS_KEPT = 30  # the first ones, each cut at VIOLATION_CHARS (all of them: the samples)
 VIOLATION_CHARS = 400
 COLORS = {
@@ -99,6 +102,36 @@ def faults_by_minute(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+class LoadSampler:
+    """The machine's 1-minute load average every few seconds, while the soak runs (the machine
+    is shared: a latency means little without it)."""
+
+    def __init__(self, every: float = 5.0) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(every,), daemon=True)
+        self._thread.start()
+
+    def _run(self, every: float) -> None:
+        while not self._stop.wait(every):
+            self.samples.append((time.time(), os.getloadavg()[0]))
+
+    def stop(self) -> list[tuple[float, float]]:
+        self._stop.set()
+        self._thread.join(10)
+        return self.samples
+
+
+def load_by_minute(samples: list[tuple[float, float]]) -> list[dict[str, Any]]:
+    buckets: dict[int, list[float]] = defaultdict(list)
+    for at, load in samples:
+        buckets[int(at // 60)].append(load)
+    return [
+        {"minute": minute, "mean": round(sum(v) / len(v), 2), "max": round(max(v), 2)}
+        for minute, v in sorted(buckets.items())
+    ]
+
+
 def summarize(result: dict[str, Any], samples: str) -> dict[str, Any]:
     """What bench/results versions of a soak: totals, percentiles, per-minute aggregates and the
     first violations; the raw samples stay in `samples` (not versioned)."""
@@ -110,6 +143,7 @@ def summarize(result: dict[str, Any], samples: str) -> dict[str, Any]:
     ]
     kept["violations_found"] = len(violations)
     kept["faults_by_minute"] = faults_by_minute(result["faults_executed"])
+    kept["load_by_minute"] = load_by_minute(result["load"])
     kept["samples"] = samples
     kept["replay"] = result["replay"]
     return kept
@@ -161,6 +195,12 @@ def plot(report: dict[str, Any], path: Path) -> None:
             p99x.append(x)
             p99y.append(max(percentile([b for _, b in window], 0.99) or 1e-3, 1e-3))
         bottom.plot(p99x, p99y, color="tab:red", lw=1, label="p99 over 15 s")
+    if report.get("load"):
+        load = bottom.twinx()
+        xs, ys = zip(*report["load"], strict=True)
+        load.plot(xs, ys, color="grey", lw=1, ls="--", label="load average (1 min)")
+        load.set_ylabel(f"load average, {os.cpu_count()} cpus", color="grey")
+        load.legend(fontsize=8, loc="upper left")
     bottom.set_yscale("log")
     bottom.set_ylabel("fire-to-start latency, s")
     bottom.set_xlabel("seconds since the storm began")
@@ -184,8 +224,11 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
         flush=True,
     )
-    started, load_before = time.time(), os.getloadavg()
+    started, load_before, sampler = time.time(), os.getloadavg(), LoadSampler()
     report = run_seed(cfg, folder, verbose=True)
+    # seconds since the storm began, as every other time of the report
+    began = report["storm_began_at"]
+    report["load"] = [(round(at - began, 1), load) for at, load in sampler.stop()]
     latencies = [latency for _, latency in report["fire_to_start"]]
     result = {
         "profile": "soak",

@@ -1167,6 +1167,7 @@ class ChaosRun:
             "violations": self.violations,
             "violation_kinds": violation_kinds(self.violations),
             "logs": str(self.folder),
+            "storm_began_at": self.wall0,  # epoch seconds: second 0 of every "at"
             # seconds since the storm began: (fire time, fire-to-first-start latency)
             "fire_to_start": latencies,
         }

@@ -81,7 +81,8 @@ def test_the_soak_versions_a_summary_and_keeps_the_raw_samples_apart(tmp_path: P
     summary: dict[str, Any] = json.loads(stem.with_suffix(".json").read_text())
     samples: dict[str, Any] = json.loads(stem.with_suffix(".samples.json").read_text())
     assert stem.with_suffix(".png").stat().st_size > 0
-    assert not {"fire_to_start", "faults_executed", "faults_planned"} & set(summary)
+    assert not {"fire_to_start", "faults_executed", "faults_planned", "load"} & set(summary)
+    assert summary["load_by_minute"] and samples["load"]  # the machine is shared
     assert summary["samples"] == "soak-r2-j3-s3.samples.json"
     assert samples["fire_to_start"] and samples["faults_executed"]
     assert sum(m["faults"] for m in summary["faults_by_minute"]) == len(samples["faults_executed"])
