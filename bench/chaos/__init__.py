@@ -11,6 +11,10 @@ that the agents reach by a DSN naming both nodes, and its faults are failovers: 
 SIGKILLed (Patroni, postmaster and children; the synchronous standby is promoted about 20 s
 later, the dead node rejoins) or switched over. A partition fault black-holes every connection
 of one replica for longer than every lease (bench/ha/blackhole.py), on either database.
+Synchronous and strict, a failover loses no acknowledged commit, so every invariant holds with
+no allowance. One harness tolerance only: a replica that refuses to start for want of a primary
+up to 30 s after a failover (10 s after a standalone outage) is restarted as a kubelet would, and
+counted (`notes.startup_refused_while_db_down`), not reported as a crash.
 
 A run with violations keeps the database's tables next to its logs; CHAOS_DUMP=1 keeps them
 of every run.
