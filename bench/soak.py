@@ -174,7 +174,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
         f"{len(report['violations'])} violations"
     )
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in COLORS.values()]
-    top.legend(handles, list(COLORS), fontsize=7, ncol=8, loc="upper right")
+    # beside the lanes, never over them
+    top.legend(handles, list(COLORS), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     top.grid(axis="x", alpha=0.3)
     points = report["fire_to_start"]
     if points:
