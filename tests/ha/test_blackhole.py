@@ -49,8 +49,11 @@ def test_connections_that_ended_leave_no_socket_open_in_the_proxy(echo: int) -> 
                 client.sendall(b"ping %d" % n)
                 assert client.recv(64) == b"ping %d" % n
         # each ended connection's two sockets (to the client, to the server) are closed
-        wait_for(lambda: _open_fds() <= before + 2, "the proxy to close ended connections",
-                 log=lambda: f"{_open_fds() - before} file descriptors more than before")
+        wait_for(
+            lambda: _open_fds() <= before + 2,
+            "the proxy to close ended connections",
+            log=lambda: f"{_open_fds() - before} file descriptors more than before",
+        )
 
 
 def test_a_black_holed_connection_holds_its_bytes_and_delivers_them_on_restore(echo: int) -> None:
