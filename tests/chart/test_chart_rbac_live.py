@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ import kubernetes
 import pytest
 
 from claimsched.tools.postgres import free_port
+from claimsched.tools.processes import stop_process
 from tests.chart.chart import documents, env, of_kind
 from tests.helpers import kube_emulator
 from tests.helpers.kube_emulator import Exchange, Served, serve_emulator
@@ -204,12 +204,7 @@ def test_every_request_of_the_real_operator_is_granted_by_the_chart(
         time.sleep(1.5)  # a few status refreshes
         wait_for(lambda: healthy(health), "/healthz", log=log)
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        stop_process(process, 20)
 
     assert process.returncode == 0, log.read_text()[-6000:]
     made = {request for x in served.emulator.exchanges[first:]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ import pytest
 from psycopg import errors, sql
 
 from claimsched.db import Store
-from claimsched.tools.processes import python_path
+from claimsched.tools.processes import python_path, stop_process
 from tests.helpers.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,12 +113,7 @@ def test_example_app_runs_with_the_least_privilege_role(
         wait_for(lambda: done("expire-carts"), timeout=30, what="an expire-carts run")
         wait_for(lambda: len(done("expire-carts")) >= 2, timeout=30, what="a second sweep")
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        stop_process(process, 20)
     output = log.read_text()
     assert process.returncode == 0, output
     assert "permission denied" not in output.lower(), output

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from psycopg import sql as pgsql
 from claimsched import Agent, Run
 from claimsched.db import Store
 from claimsched.tools.postgres import TemporaryPostgres
-from claimsched.tools.processes import python_path, spawn_agent
+from claimsched.tools.processes import python_path, spawn_agent, stop_process
 from tests.helpers.polling import wait_for
 
 from .support import runs
@@ -343,8 +342,7 @@ def test_an_agent_process_at_debug_level_never_logs_the_password(
         pg.restart("fast")
         wait_for(lambda: log.read_text().count("run done") >= 3, timeout=30, what="more runs")
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(20)
+        stop_process(process, 20)
     text = log.read_text()
     assert "database unavailable" in text and "agent stopped" in text
     assert _leaks(text) == [], text[-2000:]
