@@ -112,7 +112,7 @@ class Agent:
             backoff_base=self.settings.retry_backoff_seconds,
         )
         self.heartbeat = Heartbeat(
-            lambda leases: store.heartbeat(agent_id, leases), self.workers, self.log, self.health
+            lambda leases: store.heartbeat(agent_id, leases), self.workers, self.health
         )
         about = presence(self.settings.housekeeping_seconds)
         self.housekeeper = Housekeeper(
