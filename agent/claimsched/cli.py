@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 
 from . import logs, tables, web
 from .agent import Agent
-from .db import Store, Views, redact_dsn
+from .db import AGENT_ROLE, OPERATOR_ROLE, Roles, Store, Views, redact_dsn
 from .errors import ClaimschedError, ConfigurationError, InvalidSpec, UnknownJob
 from .settings import AgentSettings
 from .specs import MAX_REASON, load_claimschedules
@@ -88,6 +88,22 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     finally:
         store.close()
     print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
+    return 0
+
+
+def cmd_roles(args: argparse.Namespace) -> int:
+    roles = Roles(agent=args.agent_role, operator=args.operator_role)
+    store = _store(args)
+    try:
+        store.grant_roles(roles)
+    finally:
+        store.close()
+    summary = {"agent_role": roles.agent, "operator_role": roles.operator, "schema": args.schema}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"roles {roles.agent} (agents) and {roles.operator} (operator, CLI) can use schema "
+              f"{args.schema}; give each a password with ALTER ROLE ... PASSWORD")
     return 0
 
 
@@ -419,6 +435,16 @@ def parser() -> argparse.ArgumentParser:
     add(
         "maintain", cmd_maintain, "create partitions ahead, drop history past retention"
     ).add_argument("--retention-days", type=int, default=90, help="keep this many days (90)")
+    roles = add("roles", cmd_roles, "create or update the agents' and the operator's database "
+                "roles: agents write only through fenced functions (run as the schema's owner, "
+                "after migrate; idempotent)")
+    roles.add_argument("--agent-role", default=AGENT_ROLE, metavar="NAME",
+                       help=f"the apps' agents' role (default {AGENT_ROLE})")
+    roles.add_argument("--operator-role", default=OPERATOR_ROLE, metavar="NAME",
+                       help=f"the operator's and the CLI's role (default {OPERATOR_ROLE})")
+    roles.epilog = ("No password is set: give one with ALTER ROLE <name> PASSWORD '...' (or log "
+                    "in with certificates or your cloud's IAM). Run agents with "
+                    "CLAIMSCHED_MIGRATE=false.")
     agent = add("agent", cmd_agent, "run the Agent found at MODULE:ATTR until SIGTERM")
     agent.add_argument("target", metavar="MODULE:ATTR")
     agent.formatter_class = argparse.RawDescriptionHelpFormatter
