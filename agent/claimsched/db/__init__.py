@@ -11,9 +11,9 @@ from .views import Views
 
 __all__ = [
     "AGENT_ROLE",
-    "OPERATOR_ROLE",
     "NOTIFY_RUNS",
     "NOTIFY_SCHEDULES",
+    "OPERATOR_ROLE",
     "SCHEMA_VERSION",
     "Listener",
     "OwnedSchedules",

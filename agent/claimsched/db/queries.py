@@ -78,7 +78,7 @@ def schema_sql() -> str:
 
 def functions_sql(schema: str) -> sql.Composed:
     """sql/functions.sql for `schema`: its name and the spec column lists filled in."""
-    return sql.SQL(sql_text("functions.sql")).format(  # type: ignore[arg-type]
+    return sql.SQL(sql_text("functions.sql")).format(
         schema=sql.Identifier(schema), **SPEC_LISTS)
 
 

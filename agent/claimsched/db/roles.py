@@ -38,7 +38,7 @@ class Roles:
 
 def roles_sql(roles: Roles, schema: str, database: str) -> sql.Composed:
     """sql/roles.sql with the roles, the schema and the database filled in."""
-    return sql.SQL(sql_text("roles.sql")).format(  # type: ignore[arg-type]
+    return sql.SQL(sql_text("roles.sql")).format(
         agent=sql.Identifier(roles.agent),
         operator=sql.Identifier(roles.operator),
         agent_name=sql.Literal(roles.agent),
