@@ -429,7 +429,8 @@ DECLARE
     f regprocedure;
 BEGIN
     FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
-             WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'cs\_%'
+             WHERE p.pronamespace = (SELECT n.oid FROM pg_namespace n WHERE n.nspname = current_schema())
+               AND p.proname LIKE 'cs\_%'
     LOOP
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
     END LOOP;
