@@ -36,7 +36,7 @@ $$;
 
 GRANT CONNECT ON DATABASE {database} TO {agent}, {operator};
 
--- Start from nothing: what an older claimsched (or examples/sql/agent-role.sql) granted goes.
+-- Start from nothing: what an older claimsched (its examples/sql/agent-role.sql) granted goes.
 REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {agent}, {operator};
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {agent}, {operator};
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {schema} FROM {agent}, {operator};
