@@ -19,7 +19,20 @@
 -- plpgsql with RETURN QUERY: the plan of each statement is cached per session, as a prepared
 -- statement's would be.
 
--- Claim due occurrences in one statement: sql/queries.sql's `claim` describes it.
+-- Claim due occurrences in one statement. Candidates come in as parallel arrays, in this
+-- replica's preferred order; `want` is 'running' (run it) or 'skipped' (record why not, in
+-- `reason`); `latest` marks a job's newest due occurrence. The database decides: not yet due by
+-- its clock, schedule inactive, already taken, Forbid and busy (skip the latest, defer older
+-- ones; of a Forbid job's free occurrences only the oldest may run now), or beyond this
+-- replica's free slots, or computed from a schedule that has changed since (`since`, the
+-- schedule's active_since when the replica read it: 'stale', the replica re-reads it).
+-- Returns one row per candidate with its outcome,
+-- plus the database clock (mid-statement); Replace fences out the job's older running runs.
+-- Forbid's busy test is forbid_in_progress(), which locks the job first and reads after the
+-- lock: a run that a racing claim or reclaim started is seen (it is called only when some
+-- Forbid candidate may run, so claims of Allow and Replace jobs never pay for it).
+-- Rows are inserted in one global order (job, fire time) so concurrent claims never deadlock.
+-- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_claim(
     p_agent_id text, p_capacity integer, p_jobs text[], p_fire_times timestamptz[],
     p_wants text[], p_reasons text[], p_latest boolean[], p_since timestamptz[])
@@ -125,7 +138,12 @@ ORDER BY c.ord;
 END
 $$;
 
--- Take over runs that want an owner (attempt + 1): sql/queries.sql's `reclaim`.
+-- Take over runs that want an owner: manual/backfill requests (pending) whose fire time has
+-- come, orphans (first: they are runs in progress), and failed runs whose retry is due.
+-- attempt + 1 is the new fencing token. A Forbid job starts at most one run, and none while
+-- another of its runs is in progress (read by forbid_in_progress(), after its lock); an
+-- orphan yields only to a running run or an older orphan.
+-- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_reclaim(p_agent_id text, p_jobs text[], p_capacity integer)
 RETURNS TABLE (id bigint, job_name text, fire_time timestamptz, kind text, attempt integer,
                lease_until timestamptz, started_at timestamptz, orphan_count integer,
@@ -177,7 +195,8 @@ RETURNING r.id, r.job_name, r.fire_time, r.kind, r.attempt, r.lease_until, r.sta
 END
 $$;
 
--- Renew the leases this agent still owns: sql/queries.sql's `heartbeat`.
+-- Renew the leases this agent still owns, all in one statement; a missing id is a lost lease.
+-- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_heartbeat(
     p_agent_id text, p_ids bigint[], p_fire_times timestamptz[], p_attempts integer[],
     p_leases double precision[])
@@ -195,8 +214,14 @@ RETURNING r.id;
 END
 $$;
 
--- Record the outcome of finished runs, fenced by owner and attempt: sql/queries.sql's
--- `complete`. A finished run (done, failed, skipped) is never reopened.
+-- Record the outcome of finished runs (batched), fenced by owner and attempt (the fencing
+-- token). The lease need not be alive: a handler that finished while the database was away
+-- longer than its lease is recorded if nobody took the run over meanwhile (still running, or
+-- orphaned by the reaper but not reclaimed: a reclaim sets a new owner and attempt). A run
+-- fenced out for good (failed: max_runtime, Replace, attempts exhausted) stays as it is.
+-- A failure is retried later when its job allows it and attempts remain. Only 'done' and
+-- 'failed' are outcomes: a finished run is never reopened, nor a run set back to pending.
+-- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_complete(
     p_agent_id text, p_ids bigint[], p_fire_times timestamptz[], p_attempts integer[],
     p_statuses text[], p_errors text[], p_retries boolean[], p_max_attempts integer[],
@@ -220,8 +245,11 @@ RETURNING r.id, r.retry_at;
 END
 $$;
 
--- Presence, reaper and max_runtime in one statement: sql/queries.sql's `housekeeping`.
--- Partitions, retention and forgetting old agents stay maintenance, by the schema's owner.
+-- One cheap statement every few seconds from every agent: refresh presence, turn expired
+-- leases into orphans (or failures once attempts are exhausted), fail runs past max_runtime,
+-- and say whether any run this agent could take wants an owner. Wakes the others if needed.
+-- Also how durable commits are now, for the agent's metric and `agents`.
+-- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_housekeeping(
     p_agent_id text, p_hostname text, p_pod text, p_namespace text, p_handlers text[],
     p_version text, p_ttl_seconds integer, p_tzdata text)
@@ -282,7 +310,8 @@ FROM database_identity() i;
 END
 $$;
 
--- Graceful shutdown: end this agent's leases now (sql/queries.sql's `release`).
+-- Graceful shutdown: end this agent's leases now, so the next housekeeping orphans them.
+-- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_release(p_agent_id text, p_ids bigint[])
 RETURNS TABLE (id bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
@@ -296,6 +325,7 @@ END
 $$;
 
 -- Graceful shutdown: this agent is gone.
+-- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_agent_stopped(p_agent_id text)
 RETURNS TABLE (agent_id text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
@@ -307,8 +337,12 @@ RETURNING a.agent_id;
 END
 $$;
 
--- A side effect's receipt, if this run still owns its occurrence: sql/queries.sql's `effect`.
--- The fence row stays locked FOR KEY SHARE until the caller's transaction ends.
+-- Record a side effect's receipt if this run still owns its occurrence. `owned` false means
+-- the lease was lost (fenced); `inserted` false means the receipt already existed.
+-- The fence row stays locked FOR KEY SHARE until the receipt's transaction ends: no reclaim
+-- (attempt + 1, a key update) can pass it meanwhile, so the fence holds at commit. The
+-- receipt is for the run's own job: a lease of one job never writes another job's receipts.
+-- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_effect(
     p_run_id bigint, p_fire_time timestamptz, p_agent_id text, p_attempt integer,
     p_entity text, p_job_name text)
@@ -334,9 +368,16 @@ SELECT EXISTS (SELECT 1 FROM fence), EXISTS (SELECT 1 FROM ins);
 END
 $$;
 
--- Create or replace a schedule (sql/queries.sql's `upsert_schedule` says who may write which
--- row): `p_spec` holds the job_name and the spec columns by name (JobSpec.row()). For the
--- operator and the CLI; agents declare through cs_declare_schedule.
+-- Create or replace a schedule; a job has one owner (claimsched.records.Written). Every writer (a
+-- code declaration, the CLI, a ClaimSchedule through the operator) writes a new row, its own
+-- row, or a row a ClaimSchedule released; the CLI also overrides a code declaration. Nothing
+-- else: a refusal is never a silent takeover. A code declaration keeps the suspension of its
+-- own row (the spec_upserted list of db/queries.py: `claimsched suspend` / `resume` set it).
+-- `p_spec` holds the job_name and the spec columns by name (JobSpec.row()).
+-- `source`/`owner`: the row's owner before the statement (NULL: no row); `written` whether
+-- the row changed, `created` whether it is new.
+-- Called by: the operator and the CLI (`claimsched roles`); agents declare through
+-- cs_declare_schedule.
 CREATE OR REPLACE FUNCTION cs_upsert_schedule(p_spec jsonb)
 RETURNS TABLE (source text, owner text, written boolean, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
@@ -371,12 +412,13 @@ RETURNS TABLE (source text, owner text, written boolean, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
 BEGIN
 RETURN QUERY
-SELECT * FROM cs_upsert_schedule(p_spec || jsonb_build_object('source', 'code', 'owner', NULL::text));
+SELECT * FROM cs_upsert_schedule(
+    p_spec || jsonb_build_object('source', 'code', 'owner', NULL::text));
 END
 $$;
 
--- Manual or backfill occurrences for an agent to pick up (pending, attempt 0): sql/queries.sql's
--- `request_run`. For the CLI and the operator.
+-- A manual or backfill occurrence for an agent to pick up (pending, attempt 0).
+-- Called by: the operator and the CLI (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_request_runs(p_job_name text, p_fire_times timestamptz[],
                                            p_kind text)
 RETURNS TABLE (id bigint, fire_time timestamptz)
@@ -393,8 +435,12 @@ RETURNING job_runs.id, job_runs.fire_time;
 END
 $$;
 
--- A claimsched.io/trigger value asks for one manual run: sql/operator.sql's
--- `operator_trigger_run` describes it.
+-- A claimsched.io/trigger value asks for one manual run. The trigger's key is inserted with the
+-- run, in one statement: whoever comes second with the same key (a retry after a crash, another
+-- operator) inserts neither. `known`: the job has a row; `keyed`: the key is new (its fire time,
+-- the database's now nudged off whole seconds, so never a scheduled occurrence's key);
+-- `requested`: the run is new (NULL with a new key: the fire time was taken, roll back).
+-- Called by: the operator and the CLI (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_trigger_run(p_job_name text, p_trigger_key text)
 RETURNS TABLE (known boolean, keyed timestamptz, requested timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
@@ -429,7 +475,8 @@ DECLARE
     f regprocedure;
 BEGIN
     FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
-             WHERE p.pronamespace = (SELECT n.oid FROM pg_namespace n WHERE n.nspname = current_schema())
+             WHERE p.pronamespace = (SELECT n.oid FROM pg_namespace n
+                                     WHERE n.nspname = current_schema())
                AND p.proname LIKE 'cs\_%'
     LOOP
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);

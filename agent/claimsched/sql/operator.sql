@@ -122,10 +122,6 @@ LEFT JOIN LATERAL (
 ) streak ON true
 
 -- name: operator_trigger_run
--- A claimsched.io/trigger value asks for one manual run. The trigger's key is inserted with the
--- run, in one statement: whoever comes second with the same key (a retry after a crash, another
--- operator) inserts neither. `known`: the job has a row; `keyed`: the key is new (its fire time,
--- the database's now nudged off whole seconds, so never a scheduled occurrence's key);
--- `requested`: the run is new (NULL with a new key: the fire time was taken, roll back).
--- The statement is sql/functions.sql's cs_trigger_run.
+-- A claimsched.io/trigger value asks for one manual run, once per trigger key.
+-- The statement and what it decides: sql/functions.sql's cs_trigger_run.
 SELECT * FROM cs_trigger_run(%(job_name)s, %(trigger_key)s)

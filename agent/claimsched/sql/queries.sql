@@ -64,14 +64,8 @@ FROM job_schedule
 ORDER BY job_name
 
 -- name: upsert_schedule
--- Create or replace a schedule; a job has one owner (claimsched.records.Written). Every writer (a
--- code declaration, the CLI, a ClaimSchedule through the operator) writes a new row, its own
--- row, or a row a ClaimSchedule released; the CLI also overrides a code declaration. Nothing
--- else: a refusal is never a silent takeover. A code declaration keeps the suspension of its
--- own row ({spec_upserted}: `claimsched suspend` / `resume` set it).
--- `source`/`owner`: the row's owner before the statement (NULL: no row); `written` whether
--- the row changed, `created` whether it is new.
--- The statement is sql/functions.sql's cs_upsert_schedule (the operator's and the CLI's).
+-- Create or replace a schedule, unless another owner holds the job (the CLI, the operator).
+-- The statement and what it decides: sql/functions.sql's cs_upsert_schedule.
 SELECT * FROM cs_upsert_schedule(%(spec)s)
 
 -- name: declare_schedule
@@ -107,77 +101,51 @@ UPDATE job_schedule SET enabled = false WHERE job_name = %(job_name)s AND enable
 RETURNING job_name
 
 -- name: claim
--- Claim due occurrences in one statement. Candidates come in as parallel arrays, in this
--- replica's preferred order; `want` is 'running' (run it) or 'skipped' (record why not, in
--- `reason`); `latest` marks a job's newest due occurrence. The database decides: not yet due by
--- its clock, schedule inactive, already taken, Forbid and busy (skip the latest, defer older
--- ones; of a Forbid job's free occurrences only the oldest may run now), or beyond this
--- replica's free slots, or computed from a schedule that has changed since (`since`, the
--- schedule's active_since when the replica read it: 'stale', the replica re-reads it).
--- Returns one row per candidate with its outcome,
--- plus the database clock (mid-statement); Replace fences out the job's older running runs.
--- Forbid's busy test is forbid_in_progress(), which locks the job first and reads after the
--- lock: a run that a racing claim or reclaim started is seen (it is called only when some
--- Forbid candidate may run, so claims of Allow and Replace jobs never pay for it).
--- Rows are inserted in one global order (job, fire time) so concurrent claims never deadlock.
--- The statement is sql/functions.sql's cs_claim, which agents may call (`claimsched roles`).
+-- Claim due occurrences in one statement; one row per candidate with its outcome.
+-- The statement and what it decides: sql/functions.sql's cs_claim.
 SELECT * FROM cs_claim(%(agent_id)s, %(capacity)s::integer, %(jobs)s::text[],
                        %(fire_times)s::timestamptz[], %(wants)s::text[], %(reasons)s::text[],
                        %(latest)s::boolean[], %(since)s::timestamptz[])
 
 -- name: reclaim
--- Take over runs that want an owner: manual/backfill requests (pending) whose fire time has
--- come, orphans (first: they are runs in progress), and failed runs whose retry is due.
--- attempt + 1 is the new fencing token. A Forbid job starts at most one run, and none while
--- another of its runs is in progress (read by forbid_in_progress(), after its lock); an
--- orphan yields only to a running run or an older orphan.
--- The statement is sql/functions.sql's cs_reclaim, which agents may call (`claimsched roles`).
+-- Take over runs that want an owner (pending, orphaned, retry due): attempt + 1.
+-- The statement and what it decides: sql/functions.sql's cs_reclaim.
 SELECT * FROM cs_reclaim(%(agent_id)s, %(jobs)s::text[], %(capacity)s::integer)
 
 -- name: heartbeat
--- Renew the leases this agent still owns, all in one statement; a missing id is a lost lease.
--- The statement is sql/functions.sql's cs_heartbeat, which agents may call (`claimsched roles`).
+-- Renew the leases this agent still owns; a missing id is a lost lease.
+-- The statement and what it decides: sql/functions.sql's cs_heartbeat.
 SELECT * FROM cs_heartbeat(%(agent_id)s, %(ids)s::bigint[], %(fire_times)s::timestamptz[],
                            %(attempts)s::integer[], %(leases)s::double precision[])
 
 -- name: complete
--- Record the outcome of finished runs (batched), fenced by owner and attempt (the fencing
--- token). The lease need not be alive: a handler that finished while the database was away
--- longer than its lease is recorded if nobody took the run over meanwhile (still running, or
--- orphaned by the reaper but not reclaimed: a reclaim sets a new owner and attempt). A run
--- fenced out for good (failed: max_runtime, Replace, attempts exhausted) stays as it is.
--- A failure is retried later when its job allows it and attempts remain.
--- The statement is sql/functions.sql's cs_complete, which agents may call (`claimsched roles`).
+-- Record the outcome of finished runs, fenced by owner and attempt (batched).
+-- The statement and what it decides: sql/functions.sql's cs_complete.
 SELECT * FROM cs_complete(%(agent_id)s, %(ids)s::bigint[], %(fire_times)s::timestamptz[],
                           %(attempts)s::integer[], %(statuses)s::text[], %(errors)s::text[],
                           %(retries)s::boolean[], %(max_attempts)s::integer[],
                           %(backoffs)s::double precision[])
 
 -- name: housekeeping
--- One cheap statement every few seconds from every agent: refresh presence, turn expired
--- leases into orphans (or failures once attempts are exhausted), fail runs past max_runtime,
--- and say whether any run this agent could take wants an owner. Wakes the others if needed.
--- Also how durable commits are now, for the agent's metric and `agents`.
--- The statement is sql/functions.sql's cs_housekeeping, which agents may call (`claimsched roles`).
+-- Presence, reaper and max_runtime in one cheap statement, every few seconds.
+-- The statement and what it decides: sql/functions.sql's cs_housekeeping.
 SELECT * FROM cs_housekeeping(%(agent_id)s, %(hostname)s, %(pod)s, %(namespace)s,
-                              %(handlers)s::text[], %(version)s, %(ttl_seconds)s::integer, %(tzdata)s)
+                              %(handlers)s::text[], %(version)s, %(ttl_seconds)s::integer,
+                              %(tzdata)s)
 
 -- name: release
--- Graceful shutdown: end this agent's leases now, so the next housekeeping orphans them.
--- The statement is sql/functions.sql's cs_release, which agents may call (`claimsched roles`).
+-- Graceful shutdown: end this agent's leases now.
+-- The statement and what it decides: sql/functions.sql's cs_release.
 SELECT * FROM cs_release(%(agent_id)s, %(ids)s::bigint[])
 
 -- name: agent_stopped
 -- Graceful shutdown: this agent is gone.
--- The statement is sql/functions.sql's cs_agent_stopped, which agents may call (`claimsched roles`).
+-- The statement and what it decides: sql/functions.sql's cs_agent_stopped.
 SELECT * FROM cs_agent_stopped(%(agent_id)s)
 
 -- name: effect
--- Record a side effect's receipt if this run still owns its occurrence. `owned` false means
--- the lease was lost (fenced); `inserted` false means the receipt already existed.
--- The fence row stays locked FOR KEY SHARE until the receipt's transaction ends: no reclaim
--- (attempt + 1, a key update) can pass it meanwhile, so the fence holds at commit.
--- The statement is sql/functions.sql's cs_effect, which agents may call (`claimsched roles`).
+-- Record a side effect's receipt if this run still owns its occurrence.
+-- The statement and what it decides: sql/functions.sql's cs_effect.
 SELECT * FROM cs_effect(%(run_id)s::bigint, %(fire_time)s, %(agent_id)s, %(attempt)s::integer,
                         %(entity)s, %(job_name)s)
 
@@ -199,7 +167,7 @@ SELECT 1 FROM job_schedule WHERE job_name = %(job_name)s
 
 -- name: request_run
 -- A manual or backfill occurrence for an agent to pick up (pending, attempt 0).
--- The statement is sql/functions.sql's cs_request_runs (the CLI's and the operator's).
+-- The statement and what it decides: sql/functions.sql's cs_request_runs.
 SELECT * FROM cs_request_runs(%(job_name)s, %(fire_times)s::timestamptz[], %(kind)s)
 
 -- name: wake_agents
