@@ -126,8 +126,9 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
 
 
 MODES = {
-    "all-namespaces": {},
-    "all-namespaces-databaseRef-peering": {"databaseRefs": {"enabled": True}, "replicaCount": 2},
+    "all-namespaces": {"watch": {"allNamespaces": True}},
+    "all-namespaces-databaseRef-peering": {"watch": {"allNamespaces": True},
+                                           "databaseRefs": {"enabled": True}, "replicaCount": 2},
     "given-namespaces": {"watch": {"namespaces": [NS]}},
     "given-namespaces-databaseRef-peering": {"watch": {"namespaces": [NS]},
                                              "databaseRefs": {"enabled": True},
@@ -142,7 +143,7 @@ def test_every_request_of_the_real_operator_is_granted_by_the_chart(
     values = MODES[mode]
     docs = documents(values)
     peering = bool(env(docs)["CLAIMSCHED_OPERATOR_PEERING"])
-    clusterwide = not values.get("watch")
+    clusterwide = values.get("watch", {}).get("allNamespaces", False)
     database_ref = values.get("databaseRefs", {}).get("enabled", False)
 
     client = kubernetes.config.new_client_from_config(config_file=str(served.kubeconfig))
