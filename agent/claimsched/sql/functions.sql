@@ -111,13 +111,20 @@ ins AS (
     RETURNING job_runs.id, job_runs.job_name, job_runs.fire_time, job_runs.status,
               job_runs.attempt, job_runs.lease_until, job_runs.started_at
 ),
+-- Only the runs started for Replace jobs fence out older ones. Materialized, so the update
+-- below starts from these (usually none) rather than from every running run: a cached generic
+-- plan joined each claimed row to all running runs (86 of 91 ms with 1,500 runs in flight).
+replacing AS MATERIALIZED (
+    SELECT ins.job_name, ins.fire_time
+    FROM ins JOIN chosen ch ON ch.job_name = ins.job_name AND ch.fire_time = ins.fire_time
+    WHERE ch.concurrency_policy = 'Replace' AND ins.status = 'running'
+),
 replaced AS (
     UPDATE job_runs r
     SET status = 'failed', finished_at = now(), lease_until = now(),
-        error = 'replaced by the occurrence at ' || ins.fire_time || ' (concurrencyPolicy Replace)'
-    FROM ins JOIN job_schedule rs ON rs.job_name = ins.job_name
-    WHERE rs.concurrency_policy = 'Replace' AND ins.status = 'running'
-      AND r.job_name = ins.job_name AND r.status = 'running' AND r.fire_time < ins.fire_time
+        error = 'replaced by the occurrence at ' || p.fire_time || ' (concurrencyPolicy Replace)'
+    FROM replacing p
+    WHERE r.job_name = p.job_name AND r.status = 'running' AND r.fire_time < p.fire_time
     RETURNING r.id
 )
 SELECT c.job_name, c.fire_time,
