@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from claimsched.tools.postgres import free_port
+from claimsched.tools.processes import stop_processes
 
 from .blackhole import Blackhole
 
@@ -204,13 +205,8 @@ class PatroniCluster:
 
     def stop(self) -> None:
         """SIGTERM every Patroni (it stops its postgres); hard-kill what is left; then etcd."""
+        stop_processes([m.process for m in self.members.values() if m.process is not None], 15)
         for member in self.members.values():
-            if member.process is not None and member.process.poll() is None:
-                member.process.terminate()
-        for member in self.members.values():
-            if member.process is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    member.process.wait(15)
             member.kill()
             member.proxy.close()
         if self.etcd is not None:
