@@ -151,9 +151,18 @@ class Databases:
     def release_in(self, fingerprint: str, owner: str) -> str | None:
         """Release `owner`'s row in the database of `fingerprint` (blocking; opened for this
         alone when no longer in use): the job released, if any. A database this process has
-        no DSN for, or cannot reach, raises DatabaseUnreachable in fixed words."""
+        no DSN for, or cannot reach, raises DatabaseUnreachable in fixed words. The default
+        database is opened to learn its fingerprint when no other has it."""
         with self._lock:
             dsn = self._reached.get(fingerprint)
+            unopened = self.default_dsn is not None and self.default_dsn not in self._by_dsn
+        if dsn is None and unopened:
+            try:
+                if self.get(DEFAULT).fingerprint == fingerprint:
+                    dsn = self.default_dsn
+            except DatabaseError:
+                pass  # said below: not known
+        with self._lock:
             known = self._by_dsn.get(dsn) if dsn is not None else None
         if known is not None:
             return known.owned.release(owner)

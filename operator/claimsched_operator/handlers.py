@@ -167,7 +167,7 @@ async def sync(
         parsed = ClaimScheduleSpec.model_validate(dict(spec))
         job_spec = from_claimschedule(dict(body), source="operator")
         database = await _database(runtime, namespace, parsed)
-        left = await _release_where_it_was(runtime, owner, status, database, logger)
+        left = await _release_where_it_was(runtime, owner, status, database.fingerprint, logger)
         synced = await asyncio.to_thread(database.owned.sync, job_spec)
         if synced.held_by is not None:
             raise OwnerConflict(f"job {job!r} belongs to {synced.held_by}: it is left alone; "
@@ -196,14 +196,16 @@ async def sync(
 
 @kopf.on.delete(*RESOURCE, registry=registry)
 async def delete(
-    *, spec: kopf.Spec, namespace: str | None, name: str, memo: Memo, logger: kopf.Logger,
-    **_: Any,
+    *, spec: kopf.Spec, status: kopf.Status, namespace: str | None, name: str, memo: Memo,
+    logger: kopf.Logger, **_: Any,
 ) -> None:
     """Disable the row this resource owns and let go of it; its runs and effects stay.
 
     From the resource itself, not from memory: kopf does not resume a resource that is being
     deleted, so after a restart the catalog may never have seen it. Its database comes from its
-    own databaseRef (or the default), and the row is released by owner in SQL."""
+    own databaseRef (or the default), and the row is released by owner in SQL; so is a row in
+    the database its status says the row was in (its Secret rotated while the operator was
+    down), when the operator can reach that one."""
     runtime = memo.runtime
     owner = f"{namespace}/{name}"
     try:
@@ -221,21 +223,23 @@ async def delete(
         if released is not None:
             runtime.counter.forget(released)
             logger.info("job %s disabled and released; its history is kept", released)
+    await _release_where_it_was(runtime, owner, status,
+                                database.fingerprint if database is not None else None, logger)
     runtime.catalog.drop(owner)
 
 
 async def _release_where_it_was(runtime: Runtime, owner: str, status: kopf.Status,
-                                database: Database, logger: kopf.Logger) -> list[str]:
-    """Before the row is written in `database`, release it (as a delete would) in every other
-    database the status says it was written in (`database`: a Secret rotated to another
-    database, a changed databaseRef, while the operator ran or not; `unreleasedDatabases`: left
-    there before). From the resource's status, not from memory, so that a restart in between
-    changes nothing. The fingerprints it could not release in (this process never had a DSN
-    for them, or cannot reach them), to be tried again at the next sync."""
+                                keep: str | None, logger: kopf.Logger) -> list[str]:
+    """Release the row (as a delete would) in every database but `keep` (the fingerprint of the
+    one it is written in now) that the status says it was written in (`database`: a Secret
+    rotated to another database, a changed databaseRef, while the operator ran or not;
+    `unreleasedDatabases`: left there before). From the resource's status, not from memory, so
+    that a restart in between changes nothing. The fingerprints it could not release in (this
+    process never had a DSN for them, or cannot reach them), to be tried again later."""
     before = [*(status.get("unreleasedDatabases") or ()), status.get("database")]
     left = []
     for fingerprint in dict.fromkeys(str(f) for f in before if f):
-        if fingerprint == database.fingerprint:
+        if fingerprint == keep:
             continue
         try:
             released = await asyncio.to_thread(runtime.databases.release_in, fingerprint, owner)

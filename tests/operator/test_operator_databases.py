@@ -17,7 +17,10 @@ from conftest import (
     claimschedule,
     condition,
     create,
+    delete,
     events,
+    fetch,
+    patch,
     sample,
     status,
 )
@@ -198,3 +201,23 @@ def test_a_secret_rotated_to_another_dsn_of_the_same_database_keeps_the_row(
     wait_for(lambda: operator.log().count("job kept synced") >= 2, "synced again",
              log=operator.log)
     assert rows(empty_dsn) == [("kept", True, "default/kept")]
+
+
+def test_a_delete_releases_the_row_where_the_status_says_it_is(
+        api: kubernetes.client.CustomObjectsApi, core: kubernetes.client.CoreV1Api,
+        operator: Operator, dsn: str, other_empty_dsn: str) -> None:
+    operator.env["CLAIMSCHED_OPERATOR_DATABASE_REFS"] = "true"
+    operator.start()
+    create(api, claimschedule("leaving", "@every 1h"))
+    wait_for(lambda: status(api, "leaving").get("database"), "status.database", log=operator.log)
+    assert rows(dsn) == [("leaving", True, "default/leaving")]
+
+    # While no operator runs, the resource is pointed at another database, then deleted: its
+    # spec names a database its row never reached, its status the one the row is in.
+    operator.kill()
+    core.create_namespaced_secret("default", secret("reports-db", other_empty_dsn))
+    patch(api, "leaving", {"spec": {"databaseRef": {"name": "reports-db"}}})
+    delete(api, "leaving")
+    operator.start()
+    wait_for(lambda: fetch(api, "leaving") is None, "the resource gone", log=operator.log)
+    assert rows(dsn) == [("leaving", False, None)]
