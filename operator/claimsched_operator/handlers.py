@@ -267,8 +267,8 @@ def _moved(body: kopf.Body, job: str, status: kopf.Status, fingerprint: str, lef
                    "before) is not released and may still fire there: this operator has no DSN "
                    "for that database (its Secret was rotated while the operator was down) or "
                    "cannot reach it. It is released once the operator reaches that database "
-                   "again (the default DSN or any databaseRef naming it); else disable it there "
-                   "by hand")
+                   "again (the default DSN or any databaseRef naming it); else release it there "
+                   "by hand (see the README)")
         if was != left or found.status_of(PREVIOUS_RELEASED) != "False":
             events.post(body, events.Event(events.WARNING, "PreviousDatabaseUnreachable",
                                            message))
