@@ -11,6 +11,7 @@ from .models import Condition, ConditionStatus, rfc3339
 READY = "Ready"
 SYNCED = "Synced"
 AGENTS_AVAILABLE = "AgentsAvailable"
+PREVIOUS_RELEASED = "PreviousDatabaseReleased"  # only once a row moved to another database
 ORDER = (READY, SYNCED, AGENTS_AVAILABLE)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import logging
 import threading
 import time
@@ -38,6 +39,14 @@ class DatabaseUnreachable(DatabaseUnavailable):
 def secret_key(namespace: str, ref: DatabaseRef) -> str:
     """The name of the database held by a databaseRef (until another name holds its DSN)."""
     return f"secret:{namespace}/{ref.name}/{ref.key}"
+
+
+def database_fingerprint(system_identifier: str, database: str, schema: str) -> str:
+    """Which database (and schema) a row is in, as the status shows it: a hash of the cluster's
+    system identifier, the database's name and the schema, the same through any DSN (a new
+    password, another host name) and never a credential."""
+    text = "\0".join((system_identifier, database, schema))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _named(namespace: str, ref: DatabaseRef) -> str:
@@ -82,8 +91,8 @@ def open_secret_database(databases: Databases, namespace: str, ref: DatabaseRef,
 class Database:
     name: str
     store: Store
-    dsn: str
     owned: OwnedSchedules  # the operator's statements on `store`
+    fingerprint: str  # database_fingerprint: which database this is, whatever the DSN
     maintained_at: float = field(default=0.0)
 
 
@@ -96,7 +105,7 @@ class Databases:
         self._lock = threading.Lock()
         self._by_dsn: dict[str, Database] = {}
         self._dsn_of: dict[str, str] = {}  # every name a database was asked for -> its DSN
-        self._row_in: dict[str, str] = {}  # ClaimSchedule (namespace/name) -> its row's DSN
+        self._reached: dict[str, str] = {}  # every fingerprint opened -> the latest DSN to it
 
     def get(self, key: str, dsn: str | None = None) -> Database:
         """The database of `key` (DEFAULT, or a Secret's key with the DSN it holds), opened and
@@ -118,47 +127,54 @@ class Databases:
 
     def _open(self, key: str, dsn: str) -> Database:
         store = Store(dsn, schema=self.schema, max_size=4, name=f"operator-{key}")
+        owned = OwnedSchedules(store)
         try:
             store.open()
             applied = store.migrate()
+            fingerprint = database_fingerprint(*owned.database(), self.schema)
         except Exception:
             store.close()
             raise
-        log.info("database %s ready (%s), migrations applied: %s",
-                 key, redact_dsn(dsn), applied or "none",
+        log.info("database %s ready (%s, fingerprint %s), migrations applied: %s",
+                 key, redact_dsn(dsn), fingerprint, applied or "none",
                  extra={"action": "database_open", "database": key})
-        database = self._by_dsn[dsn] = Database(key, store, dsn, OwnedSchedules(store))
+        database = self._by_dsn[dsn] = Database(key, store, owned, fingerprint)
+        self._reached[fingerprint] = dsn
         return database
 
-    def written(self, owner: str, dsn: str) -> str | None:
-        """Note that `owner`'s row was written in the database of `dsn`; the DSN of the database
-        it was written in before, when that was another one (its Secret was rotated to point
-        elsewhere, or its databaseRef changed): the row there is to be released."""
+    def reaches(self, fingerprint: str) -> bool:
+        """Whether this process has a DSN for the database of `fingerprint` (one opened since
+        it started: the default, or one a Secret named)."""
         with self._lock:
-            before = self._row_in.get(owner)
-            self._row_in[owner] = dsn
-        return before if before is not None and before != dsn else None
+            return fingerprint in self._reached
 
-    def forget(self, owner: str) -> None:
-        """`owner` was deleted: its row is released where it was."""
+    def release_in(self, fingerprint: str, owner: str) -> str | None:
+        """Release `owner`'s row in the database of `fingerprint` (blocking; opened for this
+        alone when no longer in use): the job released, if any. A database this process has
+        no DSN for, or cannot reach, raises DatabaseUnreachable in fixed words. The default
+        database is opened to learn its fingerprint when no other has it."""
         with self._lock:
-            self._row_in.pop(owner, None)
-
-    def release_in(self, dsn: str, owner: str) -> str | None:
-        """Release `owner`'s row in the database of `dsn` (blocking; opened for this alone when
-        no longer in use): the job released, if any. A failure says so in fixed words."""
+            dsn = self._reached.get(fingerprint)
+            unopened = self.default_dsn is not None and self.default_dsn not in self._by_dsn
+        if dsn is None and unopened:
+            try:
+                if self.get(DEFAULT).fingerprint == fingerprint:
+                    dsn = self.default_dsn
+            except DatabaseError:
+                pass  # said below: not known
         with self._lock:
-            known = self._by_dsn.get(dsn)
+            known = self._by_dsn.get(dsn) if dsn is not None else None
         if known is not None:
             return known.owned.release(owner)
+        if dsn is None:
+            raise DatabaseUnreachable(f"no DSN of database {fingerprint} is known to this "
+                                      "operator")
         store = Store(dsn, schema=self.schema, max_size=1, name="operator-release")
         try:
             store.open()
             return OwnedSchedules(store).release(owner)
         except DatabaseError:
-            raise DatabaseUnreachable(
-                f"cannot reach the database {owner}'s row was in before: it is not released "
-                "there") from None
+            raise DatabaseUnreachable(f"cannot reach database {fingerprint}") from None
         finally:
             store.close()
 

@@ -23,7 +23,7 @@ from claimsched.specs import JobSpec, from_claimschedule
 
 from . import conditions, events, metrics, peering, triggers
 from .catalog import Catalog, Entry
-from .conditions import AGENTS_AVAILABLE, READY, SYNCED, condition
+from .conditions import AGENTS_AVAILABLE, PREVIOUS_RELEASED, READY, SYNCED, condition
 from .databases import (
     DEFAULT,
     Database,
@@ -167,6 +167,7 @@ async def sync(
         parsed = ClaimScheduleSpec.model_validate(dict(spec))
         job_spec = from_claimschedule(dict(body), source="operator")
         database = await _database(runtime, namespace, parsed)
+        left = await _release_where_it_was(runtime, owner, status, database.fingerprint, logger)
         synced = await asyncio.to_thread(database.owned.sync, job_spec)
         if synced.held_by is not None:
             raise OwnerConflict(f"job {job!r} belongs to {synced.held_by}: it is left alone; "
@@ -186,7 +187,8 @@ async def sync(
                         parsed.recovery_threshold)
     runtime.catalog.put(Entry(owner, job, database.name, job_spec, schedule, alerting,
                               status.get("failing") is True))
-    await _release_where_it_was(runtime, owner, database, logger)
+    patch.status["database"] = database.fingerprint
+    _moved(body, job, status, database.fingerprint, left, found)
     _synced(body, job_spec, synced.outcome, found)
     logger.info("job %s synced: %s", job, synced.outcome)
     await triggers.request(database.owned, body, patch, job, logger)
@@ -194,14 +196,16 @@ async def sync(
 
 @kopf.on.delete(*RESOURCE, registry=registry)
 async def delete(
-    *, spec: kopf.Spec, namespace: str | None, name: str, memo: Memo, logger: kopf.Logger,
-    **_: Any,
+    *, spec: kopf.Spec, status: kopf.Status, namespace: str | None, name: str, memo: Memo,
+    logger: kopf.Logger, **_: Any,
 ) -> None:
     """Disable the row this resource owns and let go of it; its runs and effects stay.
 
     From the resource itself, not from memory: kopf does not resume a resource that is being
     deleted, so after a restart the catalog may never have seen it. Its database comes from its
-    own databaseRef (or the default), and the row is released by owner in SQL."""
+    own databaseRef (or the default), and the row is released by owner in SQL; so is a row in
+    the database its status says the row was in (its Secret rotated while the operator was
+    down), when the operator can reach that one."""
     runtime = memo.runtime
     owner = f"{namespace}/{name}"
     try:
@@ -219,26 +223,59 @@ async def delete(
         if released is not None:
             runtime.counter.forget(released)
             logger.info("job %s disabled and released; its history is kept", released)
+    await _release_where_it_was(runtime, owner, status,
+                                database.fingerprint if database is not None else None, logger)
     runtime.catalog.drop(owner)
-    runtime.databases.forget(owner)
 
 
-async def _release_where_it_was(runtime: Runtime, owner: str, database: Database,
-                                logger: kopf.Logger) -> None:
-    """The row was written in another database than before (a rotated Secret that names
-    another database, a changed databaseRef): release it in the one it was in, as a delete
-    would, so that it does not go on firing there."""
-    before = runtime.databases.written(owner, database.dsn)
-    if before is None:
-        return
-    try:
-        released = await asyncio.to_thread(runtime.databases.release_in, before, owner)
-    except DatabaseError as exc:
-        logger.warning("ClaimSchedule %s: %s", owner, exc)
-        return
-    if released is not None:
-        logger.info("job %s disabled and released in the database it was in before; its "
-                    "history is kept there", released)
+async def _release_where_it_was(runtime: Runtime, owner: str, status: kopf.Status,
+                                keep: str | None, logger: kopf.Logger) -> list[str]:
+    """Release the row (as a delete would) in every database but `keep` (the fingerprint of the
+    one it is written in now) that the status says it was written in (`database`: a Secret
+    rotated to another database, a changed databaseRef, while the operator ran or not;
+    `unreleasedDatabases`: left there before). From the resource's status, not from memory, so
+    that a restart in between changes nothing. The fingerprints it could not release in (this
+    process never had a DSN for them, or cannot reach them), to be tried again later."""
+    before = [*(status.get("unreleasedDatabases") or ()), status.get("database")]
+    left = []
+    for fingerprint in dict.fromkeys(str(f) for f in before if f):
+        if fingerprint == keep:
+            continue
+        try:
+            released = await asyncio.to_thread(runtime.databases.release_in, fingerprint, owner)
+        except DatabaseError as exc:
+            logger.warning("ClaimSchedule %s: its row is not released in the database it was "
+                           "in before: %s", owner, exc)
+            left.append(fingerprint)
+            continue
+        if released is not None:
+            logger.info("job %s disabled and released in database %s, where it was before; its "
+                        "history is kept there", released, fingerprint)
+    return left
+
+
+def _moved(body: kopf.Body, job: str, status: kopf.Status, fingerprint: str, left: list[str],
+           found: Conditions) -> None:
+    """Status, condition and Event for the databases a row is still left in (none: released),
+    once a row has moved (a resource that never moved gets no such condition)."""
+    was = list(status.get("unreleasedDatabases") or ())
+    moved = status.get("database") not in (None, fingerprint)
+    if was != left:
+        found.patch.status["unreleasedDatabases"] = left or None
+    if left:
+        message = (f"job {job}'s row in database {', '.join(left)} (where it was written "
+                   "before) is not released and may still fire there: this operator has no DSN "
+                   "for that database (its Secret was rotated while the operator was down) or "
+                   "cannot reach it. It is released once the operator reaches that database "
+                   "again (the default DSN or any databaseRef naming it); else release it there "
+                   "by hand (see the README)")
+        if was != left or found.status_of(PREVIOUS_RELEASED) != "False":
+            events.post(body, events.Event(events.WARNING, "PreviousDatabaseUnreachable",
+                                           message))
+        found.set(condition(PREVIOUS_RELEASED, False, "PreviousDatabaseUnreachable", message))
+    elif was or moved:
+        found.set(condition(PREVIOUS_RELEASED, True, "Released",
+                            f"job {job}'s row is released in the databases it was in before"))
 
 
 def publish(
@@ -285,10 +322,16 @@ SECRET_REASONS = ("InvalidDatabaseRef", "DatabaseUnreachable")
 
 async def rotate(*, spec: kopf.Spec, status: kopf.Status, namespace: str | None, name: str,
                  memo: Memo, logger: kopf.Logger, **kwargs: Any) -> None:
-    """The databaseRef timer: re-read the resource's Secret and sync again when its DSN is not
-    the one in use (a rotated DSN, a Secret created or fixed since), without a change to the
-    resource. Registered by `add_status_timer`, at the status interval."""
+    """The databaseRef timer: sync again when a database the row was left in is known now (see
+    `_release_where_it_was`), or when the resource's Secret holds another DSN than the one in
+    use (a rotated DSN, a Secret created or fixed since), without a change to the resource.
+    Registered by `add_status_timer`, at the status interval."""
     runtime = memo.runtime
+    if any(runtime.databases.reaches(str(f)) for f in status.get("unreleasedDatabases") or ()):
+        logger.debug("a database its row was left in is known now: syncing again")
+        await sync(spec=spec, status=status, namespace=namespace, name=name, memo=memo,
+                   logger=logger, **kwargs)
+        return
     if not spec.get("databaseRef") or not namespace or not runtime.config.database_refs:
         return
     found = runtime.catalog.conditions(f"{namespace}/{name}", status.get("conditions"))

@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import errors, sql
+from psycopg.conninfo import conninfo_to_dict
 
 from claimsched.db import OwnedSchedules, Roles, Store
 from claimsched.db.store import spec_json
@@ -256,6 +257,7 @@ def test_the_operator_role_does_what_the_operator_and_the_cli_do(
         assert owned.trigger("billing", "key-1") is not None
         assert operator.request_runs("billing", [past(3600)], "backfill")
         assert owned.status_rows(["billing"], 90)[0]["job_name"] == "billing"
+        assert owned.database()[1] == conninfo_to_dict(dsn)["dbname"]  # which database it is
         assert owned.release("team-a/billing") == "billing"
         cli = JobSpec(job_name="billing", schedule="@hourly", source="cli")
         assert operator.upsert_schedule(cli).outcome == "updated"

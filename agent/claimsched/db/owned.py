@@ -1,6 +1,6 @@
 """The statements the Kubernetes operator sends about the schedules its ClaimSchedules own
-(sql/operator.sql): write and release a row, read every job's status counters at once, and turn
-a trigger annotation into one manual run."""
+(sql/operator.sql): which database it is, write and release a row, read every job's status
+counters at once, and turn a trigger annotation into one manual run."""
 
 from __future__ import annotations
 
@@ -33,6 +33,13 @@ class OwnedSchedules:
         with self.store.connection() as conn:
             row = conn.execute(query("operator_release_schedule"), {"owner": owner}).fetchone()
         return None if row is None else str(row[0])
+
+    def database(self) -> tuple[str, str]:
+        """(system identifier, database name) of the database this store reaches."""
+        with self.store.connection() as conn:
+            row = conn.execute(query("operator_database")).fetchone()
+        assert row is not None
+        return str(row[0]), str(row[1])
 
     def status_rows(self, jobs: Sequence[str], retention_days: int) -> list[dict[str, Any]]:
         """One row per given job with a schedule row: its counters, latest runs and live

@@ -11,6 +11,11 @@ UPDATE job_schedule SET enabled = false, owner = NULL
 WHERE source = 'operator' AND owner = %(owner)s
 RETURNING job_name
 
+-- name: operator_database
+-- Which database this is: the cluster's system identifier and the database's name (the
+-- operator records a hash of them, with the schema, where a ClaimSchedule's row is written).
+SELECT i.system_identifier, current_database() FROM database_identity() i
+
 -- name: operator_status
 -- Everything the status of every given job needs, in one statement: the schedule's windows
 -- for missed-run counting (`day_start`/`history_start` to `settled_end`, by fire time), run
