@@ -30,7 +30,7 @@ from .db import (
 )
 from .effects import Effects
 from .errors import ClaimschedError, ConfigurationError, DatabaseError
-from .health import DatabaseHealth, retry_conflicts
+from .health import DatabaseHealth, retry_away, retry_conflicts
 from .heartbeat import Heartbeat
 from .housekeeping import Housekeeper, presence
 from .logs import AgentLog
@@ -180,7 +180,9 @@ class Agent:
             raise ConfigurationError("the agent has no jobs: register handlers with @agent.job")
         if self.settings.metrics_port is not None:
             metrics.require()
-        self.store.open(timeout=10.0)
+        # A database that is away (restarting, failing over) is waited for, as a pool would.
+        retry_away(lambda: self.store.open(timeout=10.0), self.settings.start_timeout_seconds,
+                   self.log)
         self._listener = self.store.listener(self.handlers)
         try:
             # LISTEN before the first schedule read: no change can slip in between.

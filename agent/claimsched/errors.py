@@ -42,6 +42,11 @@ class DatabaseUnavailable(DatabaseError):
     """The database cannot be reached."""
 
 
+class DatabaseAway(DatabaseUnavailable):
+    """The database cannot be reached now (down, restarting, failing over, or no primary yet):
+    worth trying again, unlike a wrong password or a database that does not exist."""
+
+
 class DatabaseConflict(DatabaseError):
     """A concurrent transaction got in the way (deadlock or serialization failure): retry."""
 

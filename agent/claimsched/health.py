@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from .errors import DatabaseConflict
+from .errors import DatabaseAway, DatabaseConflict
 from .logs import AgentLog
 
 T = TypeVar("T")
@@ -28,6 +28,25 @@ def retry_conflicts(step: Callable[[], T], tries: int = CONFLICT_TRIES) -> T:
                 raise
             time.sleep(random.uniform(CONFLICT_RETRY, 5 * CONFLICT_RETRY))
     raise AssertionError("unreachable")
+
+
+def retry_away(step: Callable[[], T], give_up_after: float, log: AgentLog) -> T:
+    """Run `step` until the database answers: while it is away (DatabaseAway: down, restarting,
+    failing over), try again with a doubling pause (0.5 s up to 8 s) for `give_up_after` seconds,
+    then let the last error out. Any other error (a wrong DSN, a refused password) at once."""
+    deadline = time.monotonic() + give_up_after
+    pause = 0.5
+    while True:
+        try:
+            return step()
+        except DatabaseAway as exc:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            log.warning("%s; trying again in %.1f s", exc, min(pause, left),
+                        extra={"action": "connect"})
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 8.0)
 
 
 class DatabaseHealth:

@@ -200,6 +200,10 @@ class AgentSettings:
         "shutdown_grace_seconds": seconds(
             20.0, "On SIGTERM, how long running handlers may finish."
         ),
+        "start_timeout_seconds": seconds(
+            60.0, "At start, how long to keep trying a database that cannot be reached (down, "
+            "restarting, failing over), with backoff; a wrong DSN or password fails at once."
+        ),
         "retry_backoff_seconds": seconds(
             2.0, "First retry delay after a failure; it doubles, up to 300.", positive=True
         ),
@@ -229,6 +233,7 @@ class AgentSettings:
     housekeeping_seconds: float
     jitter_seconds: float
     shutdown_grace_seconds: float
+    start_timeout_seconds: float
     retry_backoff_seconds: float
     misfire_grace_seconds: float
     schedule_refresh_seconds: float

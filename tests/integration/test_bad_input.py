@@ -11,6 +11,7 @@ non-UTF-8 files, the CLI writing into a schema of another version); they are fix
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -349,6 +350,7 @@ def test_apply_to_a_wrong_host_port_or_database_is_one_line_without_the_password
 def test_an_agent_with_a_wrong_dsn_refuses_to_start_and_says_why(
     server_dsn: str,
     password_role: PasswordRole,  # noqa: F811 - the fixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     info = psycopg.conninfo.conninfo_to_dict(server_dsn)
     host, port = info["host"], info["port"]
@@ -376,12 +378,20 @@ def test_an_agent_with_a_wrong_dsn_refuses_to_start_and_says_why(
         ),
     ]
     for bad, error, message in cases:
-        agent = Agent(bad, agent_id="wrong-dsn")
+        # A database that is away is tried again for start_timeout_seconds (here 1 s, each try
+        # logged); a refused password or a missing database is said at once, never retried.
+        away = message == "cannot reach"
+        agent = Agent(bad, agent_id="wrong-dsn", start_timeout_seconds=1 if away else 60)
         agent.job("j", schedule="@daily")(lambda run: None)
-        with pytest.raises(error, match=message) as caught:
+        caplog.clear()
+        with (
+            caplog.at_level(logging.WARNING, logger="claimsched"),
+            pytest.raises(error, match=message) as caught,
+        ):
             agent.start()
-        assert role.password not in str(caught.value)
+        assert role.password not in str(caught.value) + caplog.text
         assert "\n" not in str(caught.value)
+        assert ("trying again" in caplog.text) == away, (bad, caplog.text)
     assert sql(
         server_dsn, "SELECT count(*) FROM pg_stat_activity WHERE usename = %s", [role.user]
     ) == [(0,)], "no connection left behind"

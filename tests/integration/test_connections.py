@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from pathlib import Path
 
 import psycopg
@@ -235,3 +236,36 @@ def test_the_listener_listens_again_after_a_restart_and_reports_what_it_missed()
         finally:
             listener.dispose()
             store.close()
+
+
+def test_an_agent_started_while_its_database_is_away_waits_for_it_and_then_starts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pg = TemporaryPostgres().init()  # not started yet: the port refuses connections
+    agent = Agent(pg.dsn, agent_id="early", start_timeout_seconds=60)
+    agent.job("j", schedule="@daily")(lambda run: None)
+    outcome: list[BaseException | None] = []
+
+    def start() -> None:
+        try:
+            agent.start()
+            outcome.append(None)
+        except BaseException as exc:  # reported by the assertion below
+            outcome.append(exc)
+
+    starter = threading.Thread(target=start)
+    try:
+        with caplog.at_level(logging.WARNING, logger="claimsched"):
+            starter.start()
+            wait_for(lambda: "trying again" in caplog.text, "the agent to try again", timeout=20)
+            pg.start()
+            starter.join(timeout=60)
+        assert outcome == [None], outcome
+        assert sql(pg.dsn, "SELECT count(*) FROM claimsched.agents WHERE agent_id = 'early'") == [
+            (1,)
+        ]
+    finally:
+        agent.stop(grace=1)
+        starter.join(timeout=10)
+        pg.stop()
+        pg.destroy()

@@ -15,6 +15,7 @@ from psycopg import errors as pgerrors
 from ..errors import (
     AuthenticationFailed,
     ConfigurationError,
+    DatabaseAway,
     DatabaseConflict,
     DatabaseError,
     DatabaseUnavailable,
@@ -79,11 +80,11 @@ def translate(exc: BaseException) -> DatabaseError | InvalidSpec:
             "password='a b'; in a URI, percent-encode reserved characters)"
         )
     if isinstance(exc, psycopg_pool.PoolTimeout):
-        return DatabaseUnavailable(f"cannot reach the database: {text}")
+        return DatabaseAway(f"cannot reach the database: {text}")
     if isinstance(exc, pgerrors.InvalidPassword | pgerrors.InvalidAuthorizationSpecification):
         return AuthenticationFailed(f"the database refused the login: {text}")
     if isinstance(exc, pgerrors.ReadOnlySqlTransaction):
-        return DatabaseUnavailable(
+        return DatabaseAway(
             f"the server is a read-only standby, not the primary: {text} (list every host of "
             "the cluster in the DSN, with target_session_attrs=read-write)"
         )
@@ -104,13 +105,13 @@ def translate(exc: BaseException) -> DatabaseError | InvalidSpec:
         if "password authentication failed" in text or "no password supplied" in text:
             return AuthenticationFailed(f"the database refused the login: {text}")
         if "session is read-only" in text or "hot standby" in text:
-            return DatabaseUnavailable(
+            return DatabaseAway(
                 "no primary among the DSN's hosts: each one is a read-only standby and "
                 f"target_session_attrs=read-write refuses it: {text}"
             )
         if "does not exist" in text and "database" in text:
             return DatabaseUnavailable(f"the database does not exist: {text}")
-        return DatabaseUnavailable(f"cannot reach the database: {text}")
+        return DatabaseAway(f"cannot reach the database: {text}")
     return DatabaseError(f"database error: {text}")
 
 
