@@ -107,6 +107,38 @@ def throughput(result: dict[str, Any], per_second: Sequence[int], path: Path) ->
     plt.close(fig)
 
 
+def many(result: dict[str, Any], frequent: Sequence[float], daily: Sequence[float],
+         path: Path) -> None:
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    p = result["params"]
+    _latency(axes[0], {"@every 1s..60s": frequent, "daily": daily},
+             f"e: {p['jobs']:,} schedules, {p['replicas']} replicas")
+    reps = result["replicas"]
+    xs = range(len(reps))
+    axes[1].bar(xs, [r["cpu_s_per_min"] for r in reps], color="tab:orange")
+    axes[1].axhline(0.3, color="grey", lw=0.8, ls=":")
+    axes[1].set_ylabel("CPU s per minute")
+    twin = axes[1].twinx()
+    twin.plot(xs, [r["rss_mib_max"] for r in reps], "o", color="tab:green")
+    twin.set_ylabel("RSS MiB (max)")
+    twin.set_ylim(bottom=0)
+    axes[1].set_xticks(list(xs), [r["replica"] for r in reps], fontsize=7, rotation=90)
+    axes[1].set_title("per replica: CPU (bars), RSS (dots)")
+    changes = result["changes"]
+    cx = range(len(changes))
+    axes[2].bar(cx, [c["visible_s"] or 0 for c in changes], color="tab:blue")
+    axes[2].axhline(1.0, color="grey", lw=0.8, ls=":")
+    for x, c in zip(cx, changes, strict=True):
+        axes[2].text(x, c["visible_s"] or 0, f"{c['rows_per_replica']:g} rows", ha="center",
+                     va="bottom", fontsize=8)
+    axes[2].set_xlabel("change")
+    axes[2].set_ylabel("s until every replica read it")
+    axes[2].set_title("schedule change visible (rows read per replica)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def status(result: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     sizes = result["sizes"]
