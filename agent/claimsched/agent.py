@@ -105,7 +105,9 @@ class Agent:
         self._overridden: dict[str, str] = {}  # declared job -> the owner that overrides it
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._dirty = True
+        self._dirty = True  # any schedule may have changed
+        self._changed: set[str] = set()  # these have (notifications named them)
+        self._changed_lock = threading.Lock()
         self._reclaim = True
         self._catch_up = False
         self._next_retry: float | None = None
@@ -346,6 +348,7 @@ class Agent:
             self.planner.forget()
         if (
             self._dirty
+            or self._changed
             or time.monotonic() - self._refreshed_at > self.settings.schedule_refresh_seconds
         ):
             self._refresh_schedules()
@@ -377,8 +380,8 @@ class Agent:
             if result.lease is not None:
                 self._start(result.lease, "claimed")
         blocked = self.planner.learn(results)
-        if "stale" in blocked:
-            self._dirty = True  # the schedule changed since we read it: read it, plan again
+        if "stale" in blocked:  # the schedule changed since we read it: read it, plan again
+            self._schedules_changed({r.job_name for r in results if r.outcome == "stale"})
             return 0.0
         if "not_due" in blocked:
             return NOT_DUE_WAIT  # our clock estimate ran ahead; the offset is corrected now
@@ -439,23 +442,50 @@ class Agent:
                 extra={"job": name, "owner": held_by, "action": "overridden"},
             )
 
+    def _schedules_changed(self, names: set[str] | None) -> None:
+        """Read these schedules again on the next pass (None: any may have changed)."""
+        if names is None:
+            self._dirty = True
+        else:
+            with self._changed_lock:
+                self._changed |= names
+        self._wake.set()
+
     def _refresh_schedules(self) -> None:
-        self._dirty = False
-        records = {r.job_name: r for r in self.store.load_schedules()}
-        orphaned = [spec for name, spec in self._declared.items()
-                    if name not in records or released(records[name].source, records[name].owner)]
+        """Read the schedules that changed: those notifications named, or, when any may have
+        (start, reconnection, the periodic re-read), those whose last change is not the one
+        held. Unchanged ones keep their entry: the planner looks only at the new ones."""
+        with self._changed_lock:
+            names, self._changed = self._changed, set()
+        held = self._schedules
+        if self._dirty or time.monotonic() - self._refreshed_at > \
+                self.settings.schedule_refresh_seconds:
+            self._dirty = False
+            self._refreshed_at = time.monotonic()
+            if not held:
+                names = set(self._handlers)
+            else:
+                versions = self.store.schedule_versions()
+                names |= {name for name in self._handlers if versions.get(name) != (
+                    held[name][0].updated_at if name in held else None)}
+        names &= self._handlers.keys()
+        if not names:
+            return
+        records = self._read(names)
+        orphaned = [spec for name, spec in self._declared.items() if name in names and (
+            name not in records or released(records[name].source, records[name].owner))]
         for spec in orphaned:  # a ClaimSchedule let go of it: the declaration takes it back
             self._declare(spec)
         if orphaned:
-            records = {r.job_name: r for r in self.store.load_schedules()}
+            records = self._read(names)
         for name in self._declared.keys() & records.keys():
-            held = records[name]
-            self._owned_by(name, None if held.source == "code"
-                           else describe_owner(held.source, held.owner))
-        self._refreshed_at = time.monotonic()
-        schedules: dict[str, tuple[ScheduleRecord, Schedule]] = {}
-        for name in self._handlers:
+            found = records[name]
+            self._owned_by(name, None if found.source == "code"
+                           else describe_owner(found.source, found.owner))
+        schedules = dict(held)  # a new mapping: the planner sees which entries are new
+        for name in sorted(names):
             record = records.get(name)
+            schedules.pop(name, None)
             if record is None:
                 if name not in self._warned:
                     self._warned.add(name)
@@ -465,11 +495,20 @@ class Agent:
                         extra={"job": name, "action": "no_schedule"},
                     )
                 continue
+            if name in held and held[name][0] == record:
+                schedules[name] = held[name]
+                continue
             try:
                 schedules[name] = (record, record.parsed)
             except InvalidSchedule as exc:
                 self.log.error("job %s: stored schedule is invalid: %s", name, exc)
         self._schedules = schedules
+
+    def _read(self, names: set[str]) -> dict[str, ScheduleRecord]:
+        """The rows of these schedules: all of them at once when that is most of them."""
+        everything = len(names) * 2 > len(self._schedules) and len(names) > 1000
+        found = self.store.load_schedules(None if everything else sorted(names))
+        return {r.job_name: r for r in found if r.job_name in names}
 
     # -- housekeeping and notifications ------------------------------------------------------
 
@@ -484,8 +523,7 @@ class Agent:
                     self._stopping.wait(self.health.failed(exc))
                     continue
                 if NOTIFY_SCHEDULES in fired:
-                    self._dirty = True
-                    self._wake.set()
+                    self._schedules_changed(listener.changed())
                 if NOTIFY_RUNS in fired:
                     self.want_reclaim()
                     self.heartbeat.kick()

@@ -47,7 +47,7 @@ def validate_job_name(name: str) -> str:
     return name
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class JobSpec:
     """One job's schedule and run settings: a row of `job_schedule`.
 
@@ -132,7 +132,7 @@ class JobSpec:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class ScheduleRecord(JobSpec):
     """A schedule as stored, with the database's bookkeeping."""
 
@@ -140,7 +140,7 @@ class ScheduleRecord(JobSpec):
     updated_at: datetime
 
     def __post_init__(self) -> None:
-        super().__post_init__()
+        JobSpec.__post_init__(self)  # slots: a new class, where super() without arguments fails
         for name in ("active_since", "updated_at"):
             if not isinstance(getattr(self, name), datetime):
                 raise InvalidSpec(f"{name}: expected a datetime, got {getattr(self, name)!r}")
