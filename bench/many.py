@@ -61,6 +61,18 @@ def _change_visible(db: Cluster, replicas: int, index: int, timeout: float) -> d
     }
 
 
+def _wait_claiming(db: Cluster, group: Replicas, timeout: float) -> float:
+    """Until every replica has claimed a run (it has read its schedules); seconds since launch.
+    An agent's first read of 100,000 schedules takes a while: the window starts after it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = db.execute(sql.CLAIMING_AGENTS)[0][0]
+        if found >= len(group.running):
+            return time.time() - group.launched_at
+        time.sleep(1.0)
+    raise RuntimeError(f"replicas not all claiming after {timeout} s")
+
+
 def _latencies(starts: list[Start], periods: dict[str, int], t0: float, t_end: float
                ) -> dict[str, Any]:
     """Frequent jobs: every occurrence in [t0, t_end) expected, first start of each."""
@@ -126,6 +138,7 @@ def run(
         group.start(replicas)
         try:
             result["startup_s"] = round(group.wait_ready(timeout=600.0), 2)
+            result["schedules_read_s"] = round(_wait_claiming(db, group, 900.0), 2)
             t0 = math.ceil(time.time() + warmup)
             t_end = t0 + window
             wait_until(t0)

@@ -110,6 +110,7 @@ SELECT %(prefix)s || lpad(g::text, 5, '0'),
        'cli'
 FROM generate_series(0, %(count)s - 1) AS g
 """
+CLAIMING_AGENTS = "SELECT count(DISTINCT claimed_by) FROM claimsched.job_runs"
 E_MOVE_ONE = """
 UPDATE claimsched.job_schedule SET schedule = %(minute)s || ' ' || split_part(schedule, ' ', 2)
                                               || ' * * *'

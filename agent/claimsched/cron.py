@@ -131,7 +131,10 @@ def _interned(values: _Values) -> _Values:
 def resolve(expression: str, job_name: str | None) -> str:
     """The expression with its hashed fields (``H``, ``H(a-b)``, ``H/n``) written out for this
     job; any other expression unchanged but for its whitespace, normalised."""
-    return _resolve(" ".join(expression.split()), job_name)
+    normal = " ".join(expression.split())
+    if "H" not in normal.upper():
+        return normal  # no hashed field: no need to remember it per job
+    return _resolve(normal, job_name)
 
 
 @lru_cache(maxsize=4096)
