@@ -90,7 +90,8 @@ class Planner:
         With `capacity`, jobs wanting a run are proposed for about twice the free slots only
         (random ones, so replicas spread), and planning stops there: a pass costs O(slots), not
         O(due jobs), in Python as in the database. `truncated` then says that some job not
-        looked at may be due.
+        proposed may be due. Past the quota, a job seen for the first time (or changed) is
+        still classified, due or quiet, so that a quiet one goes to the heap at once.
         """
         self._sync(schedules)
         self._wake(now)
@@ -109,15 +110,18 @@ class Planner:
             if self._quiet(name, record, now):
                 self._visit.discard(name)  # its heap entry wakes it
                 continue
-            if capacity is not None and wanting >= 2 * capacity:
-                self.truncated = True
-                break
+            full = capacity is not None and wanting >= 2 * capacity
+            if full and self._keys.get(name) == _key(record):
+                self.truncated = True  # known to be due: the next pass proposes it
+                continue
             job = self._plan_job(record, schedule, now)
             if not job:
                 self._visit.discard(name)  # quiet (in the heap) or disabled
-            if any(c.want == "running" for c in job):
-                wanting += 1
-            planned.extend(job)
+            elif full:
+                self.truncated = True  # new and due: classified, proposed by a later pass
+            else:
+                wanting += any(c.want == "running" for c in job)
+                planned.extend(job)
         return planned
 
     def _quiet(self, name: str, record: ScheduleRecord, now: datetime) -> bool:

@@ -189,3 +189,15 @@ def test_a_pass_looks_only_at_the_jobs_that_may_be_due_not_at_every_schedule() -
     planner.learn([])
     assert [c.job_name for c in planner.plan(disabled, then + timedelta(seconds=1))] == ["e0"]
     assert planner.looked_at == 1
+
+
+def test_past_the_quota_a_pass_still_sends_every_quiet_new_job_to_the_heap() -> None:
+    daily = {f"d{i}": record(job_name=f"d{i}", schedule=f"{i % 60} {i // 60 % 11 + 13} * * *")
+             for i in range(2000)}
+    every = {f"e{i}": record(job_name=f"e{i}", schedule="@every 1s") for i in range(50)}
+    schedules = {name: (rec, rec.parsed) for name, rec in {**daily, **every}.items()}
+    planner = Planner()
+    first = planner.plan(schedules, NOW, capacity=4)
+    assert planner.truncated and len({c.job_name for c in first}) == 8
+    planner.plan(schedules, NOW, capacity=4)
+    assert planner.looked_at == 50  # the due ones only: the daily jobs wait in the heap
