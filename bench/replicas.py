@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from claimsched.tools.processes import python_path, spawn_agent
+from claimsched.tools.processes import python_path, spawn_agent, stop_processes
 
 from . import sql
 from .cluster import Cluster, cpu_seconds, rss_mib
@@ -147,16 +146,7 @@ class Replicas:
             time.sleep(min(left, sample_every))
 
     def stop(self, grace: float = 15.0) -> None:
-        for replica in self.running:
-            if replica.process.poll() is None:
-                replica.process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        for replica in self.running:
-            try:
-                replica.process.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                replica.process.kill()
-                replica.process.wait(5)
+        stop_processes([replica.process for replica in self.running], grace)
 
     def problems(self) -> dict[str, int]:
         """Log problems of all replicas, by message."""

@@ -23,6 +23,7 @@ from typing import Any
 
 from claimsched.db.queries import query
 from claimsched.tools.postgres import free_port
+from claimsched.tools.processes import stop_process
 
 from . import plot
 from .cluster import Cluster, cluster
@@ -156,8 +157,7 @@ def run(schedules: int = 1000, runs_per_schedule: int = 1000, gets: int = 7,
             paths = ["/", "/api/schedules", "/schedules/w00001", f"/runs/{run_id}", "/agents"]
             result["pages"] = [_page(db, port, path, gets) for path in paths]
         finally:
-            server.terminate()
-            server.wait(15)
+            stop_process(server, 15)
             log.unlink(missing_ok=True)
     overview = result["pages"][0]
     result["targets"] = [

@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
-import random
 import signal
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from types import FrameType, TracebackType
 from typing import Any, TypeVar
 
 from . import metrics
-from .claims import SETTLED, Planner
+from .claiming import Claimer
+from .claims import Planner
 from .clock import DbClock
 from .db import (
     NOTIFY_RUNS,
@@ -30,25 +29,20 @@ from .db import (
     Store,
 )
 from .effects import Effects
-from .errors import ClaimschedError, ConfigurationError, DatabaseError, InvalidSchedule
+from .errors import ClaimschedError, ConfigurationError, DatabaseError
 from .health import DatabaseHealth, retry_conflicts
 from .heartbeat import Heartbeat
 from .housekeeping import Housekeeper, presence
 from .logs import AgentLog
-from .records import Lease, describe_owner, released
 from .runs import Run
-from .schedules import Schedule
 from .settings import AgentSettings
-from .specs import JobSpec, ScheduleRecord, job_spec, validate_job_name
+from .specs import JobSpec, job_spec, validate_job_name
 from .supervisor import Supervisor
 from .workers import Handler, Workers
 
 H = TypeVar("H", bound=Handler)
 
-RETRY_WAIT = 0.5  # seconds before retrying an occurrence that was deferred (Forbid, busy)
-NOT_DUE_WAIT = 0.01  # seconds before asking again when the database said "not due yet"
 LISTEN_WAIT = 60.0  # seconds the listener blocks at most (stop and NOTIFY wake it earlier)
-FULL_WAIT = 5.0  # seconds to sleep with every slot busy; a finishing run wakes the loop earlier
 STOP_MARGIN = 5.0  # seconds past the grace that stop() may spend handing back and signing off
 
 
@@ -97,26 +91,14 @@ class Agent:
         )
         self.log = AgentLog(logging.getLogger("claimsched.agent"), {"agent": self.agent_id})
         self.clock = DbClock()
-        self.planner = Planner(misfire_grace=timedelta(seconds=self.settings.misfire_grace_seconds))
         self._handlers: dict[str, Handler] = {}
-        self._handler_names: list[str] = []
         self._declared: dict[str, JobSpec] = {}
-        self._schedules: dict[str, tuple[ScheduleRecord, Schedule]] = {}
-        self._warned: set[str] = set()
-        self._overridden: dict[str, str] = {}  # declared job -> the owner that overrides it
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._dirty = True  # any schedule may have changed
-        self._changed: set[str] = set()  # these have (notifications named them)
-        self._changed_lock = threading.Lock()
-        self._reclaim = True
-        self._catch_up = False
-        self._next_retry: float | None = None
-        self._refreshed_at = 0.0
         self.fatal: BaseException | None = None
         self._started = False
         self.supervisor = Supervisor(self.log, self._die)
-        self.health = DatabaseHealth(self.log, self._recovered)
+        self.health = DatabaseHealth(self.log, lambda: self.claimer.recovered())
         agent_id = self.agent_id
         store = self.store
         self.workers = Workers(
@@ -126,11 +108,11 @@ class Agent:
             log=self.log,
             health=self.health,
             on_change=self._wake.set,
-            on_retry=self.retry_at,
+            on_retry=lambda when: self.claimer.retry_at(when),
             backoff_base=self.settings.retry_backoff_seconds,
         )
         self.heartbeat = Heartbeat(
-            lambda leases: store.heartbeat(agent_id, leases), self.workers, self.log, self.health
+            lambda leases: store.heartbeat(agent_id, leases), self.workers, self.health
         )
         about = presence(self.settings.housekeeping_seconds)
         self.housekeeper = Housekeeper(
@@ -140,7 +122,22 @@ class Agent:
             log=self.log,
             health=self.health,
             on_reaped=self.heartbeat.kick,
-            on_claimable=self.want_reclaim,
+            on_claimable=lambda: self.claimer.want_reclaim(),
+        )
+        self.claimer = Claimer(
+            store=store,
+            agent_id=agent_id,
+            handlers=self._handlers,
+            declared=self._declared,
+            workers=self.workers,
+            planner=Planner(misfire_grace=timedelta(seconds=self.settings.misfire_grace_seconds)),
+            clock=self.clock,
+            log=self.log,
+            health=self.health,
+            wake=self._wake,
+            stopping=self._stopping,
+            refresh_seconds=self.settings.schedule_refresh_seconds,
+            jitter_seconds=self.settings.jitter_seconds,
         )
         self._listener: Listener | Poller | None = None
         self.store.identity.on_identity(lambda found: metrics.show_durability(found.durability))
@@ -171,11 +168,8 @@ class Agent:
 
     @property
     def handlers(self) -> list[str]:
-        """The jobs this agent has handlers for, sorted (kept: with 100,000 jobs, sorting them
-        for every housekeeping and reclaim statement was a cost of its own)."""
-        if len(self._handler_names) != len(self._handlers):  # handlers are only ever added
-            self._handler_names = sorted(self._handlers)
-        return self._handler_names
+        """The jobs this agent has handlers for, sorted."""
+        return self.claimer.names
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -200,7 +194,7 @@ class Agent:
                     self.store.migrate()  # retries its conflicts itself
             retry_conflicts(self.store.check_version)
             for spec in self._declared.values():
-                self._declare(spec)
+                self.claimer.declare(spec)
             retry_conflicts(self.housekeeper.once)
         except BaseException:
             self._listener.dispose()
@@ -209,7 +203,7 @@ class Agent:
         self._started = True
         if self.settings.metrics_port is not None:
             metrics.serve(self.settings.metrics_port)
-        self.supervisor.spawn("claimsched-claims", self._claim_loop)
+        self.supervisor.spawn("claimsched-claims", self.claimer.loop)
         self.supervisor.spawn("claimsched-heartbeat", lambda: self.heartbeat.loop(self._stopping))
         self.supervisor.spawn("claimsched-watchdog", lambda: self.heartbeat.watch(self._stopping))
         self.supervisor.spawn(
@@ -312,210 +306,9 @@ class Agent:
         acknowledged last may be gone. The heartbeat re-reads every run in flight at once (a
         run whose row is gone, or no longer ours, is lost) and the claim loop catches up."""
         self.heartbeat.kick()
-        self._recovered()
+        self.claimer.recovered()
 
-    def _recovered(self) -> None:
-        self._catch_up = True
-        self._dirty = True
-        self._reclaim = True
-        self._wake.set()
-
-    def want_reclaim(self) -> None:
-        """Runs may want an owner (orphans, requests, retries): look on the next pass, now."""
-        self._reclaim = True
-        self._wake.set()
-
-    def retry_at(self, when: datetime) -> None:
-        """A failed run will want an owner at `when`: wake up then to reclaim it."""
-        at = time.monotonic() + max(0.0, self.clock.seconds_until(when))
-        self._next_retry = at if self._next_retry is None else min(self._next_retry, at)
-        self._wake.set()
-
-    # -- the claim loop ----------------------------------------------------------------------
-
-    def _claim_loop(self) -> None:
-        delay = 0.0
-        while not self._stopping.is_set():
-            self._wake.wait(delay)
-            self._wake.clear()
-            if self._stopping.is_set():
-                return
-            try:
-                delay = self._claim_pass()
-                self.health.succeeded()
-            except DatabaseError as exc:
-                delay = self.health.failed(exc)
-
-    def _claim_pass(self) -> float:
-        """One wake-up: re-read schedules if needed, reclaim, claim. Returns seconds to sleep."""
-        if self._catch_up:
-            self._catch_up = False
-            self.planner.forget()
-        if (
-            self._dirty
-            or self._changed
-            or time.monotonic() - self._refreshed_at > self.settings.schedule_refresh_seconds
-        ):
-            self._refresh_schedules()
-        if self._next_retry is not None and time.monotonic() >= self._next_retry:
-            self._next_retry, self._reclaim = None, True
-        if self._reclaim and self.workers.free():
-            self._reclaim = False
-            for lease in self.store.reclaim(
-                self.agent_id, self.handlers, self.workers.free(), self._claiming
-            ):
-                metrics.RECLAIMS.labels(lease.job_name).inc()
-                self._start(lease, "reclaimed")
-        capacity = self.workers.free()
-        if not capacity:
-            return FULL_WAIT  # a finishing run wakes the loop
-        if not self._schedules:
-            return self._sleep_seconds()
-        candidates = self.planner.plan(self._schedules, self.clock.now(), capacity)
-        if not candidates:
-            return self._sleep_seconds()
-        sent = time.time()
-        claimed = self.store.claim(self.agent_id, candidates, capacity, self._claiming)
-        if claimed is None:
-            return 0.0  # stopping: the loop ends
-        db_now, results = claimed
-        self.clock.observe(db_now, sent, time.time())
-        for result in results:
-            metrics.CLAIMS.labels(result.job_name, result.outcome).inc()
-            if result.lease is not None:
-                self._start(result.lease, "claimed")
-        blocked = self.planner.learn(results)
-        if "stale" in blocked:  # the schedule changed since we read it: read it, plan again
-            self._schedules_changed({r.job_name for r in results if r.outcome == "stale"})
-            return 0.0
-        if "not_due" in blocked:
-            return NOT_DUE_WAIT  # our clock estimate ran ahead; the offset is corrected now
-        progressed = any(result.outcome in SETTLED for result in results)
-        if "no_capacity" in blocked or (self.planner.truncated and progressed):
-            # Races lost to other replicas left slots free: try the remaining ones at once.
-            return 0.0 if self.workers.free() else FULL_WAIT
-        if "deferred" in blocked:
-            return RETRY_WAIT
-        return self._sleep_seconds()
-
-    def _claiming(self) -> bool:
-        return not self._stopping.is_set()
-
-    def _sleep_seconds(self) -> float:
-        delay = self.settings.schedule_refresh_seconds
-        nxt = self.planner.next_due(self._schedules, self.clock.now())
-        if nxt is not None:
-            delay = min(
-                delay,
-                self.clock.seconds_until(nxt) + random.uniform(0, self.settings.jitter_seconds),
-            )
-        if self._next_retry is not None:
-            delay = min(delay, self._next_retry - time.monotonic())
-        return max(0.0, delay)
-
-    def _start(self, lease: Lease, how: str) -> None:
-        late = (lease.started_at - lease.fire_time).total_seconds()
-        if how == "claimed" and late > 2 * max(self.settings.jitter_seconds, 1.0):
-            metrics.CATCH_UP.labels(lease.job_name).inc()
-        self.log.debug(
-            "%s %s",
-            how,
-            lease.job_name,
-            extra={
-                "job": lease.job_name,
-                "fire_time": lease.fire_time.isoformat(),
-                "attempt": lease.attempt,
-                "action": how,
-            },
-        )
-        self.workers.start(lease, self._handlers[lease.job_name])
-
-    def _declare(self, spec: JobSpec) -> None:
-        """Write a code declaration (at start, and when its row was released or is gone)."""
-        written = retry_conflicts(functools.partial(self.store.upsert_schedule, spec))
-        self._owned_by(spec.job_name, written.held_by)
-
-    def _owned_by(self, name: str, held_by: str | None) -> None:
-        """Say so, once per owner, when another owner overrides a declaration in code."""
-        if held_by is None:
-            self._overridden.pop(name, None)
-        elif self._overridden.get(name) != held_by:
-            self._overridden[name] = held_by
-            self.log.warning(
-                "job %s: its declaration in code is overridden by %s, whose schedule runs; "
-                "it applies again once that owner releases the job", name, held_by,
-                extra={"job": name, "owner": held_by, "action": "overridden"},
-            )
-
-    def _schedules_changed(self, names: set[str] | None) -> None:
-        """Read these schedules again on the next pass (None: any may have changed)."""
-        if names is None:
-            self._dirty = True
-        else:
-            with self._changed_lock:
-                self._changed |= names
-        self._wake.set()
-
-    def _refresh_schedules(self) -> None:
-        """Read the schedules that changed: those notifications named, or, when any may have
-        (start, reconnection, the periodic re-read), those whose last change is not the one
-        held. Unchanged ones keep their entry: the planner looks only at the new ones."""
-        with self._changed_lock:
-            names, self._changed = self._changed, set()
-        held = self._schedules
-        if self._dirty or time.monotonic() - self._refreshed_at > \
-                self.settings.schedule_refresh_seconds:
-            self._dirty = False
-            self._refreshed_at = time.monotonic()
-            if not held:
-                names = set(self._handlers)
-            else:
-                versions = self.store.schedule_versions()
-                names |= {name for name in self._handlers if versions.get(name) != (
-                    held[name][0].updated_at if name in held else None)}
-        names &= self._handlers.keys()
-        if not names:
-            return
-        records = self._read(names)
-        orphaned = [spec for name, spec in self._declared.items() if name in names and (
-            name not in records or released(records[name].source, records[name].owner))]
-        for spec in orphaned:  # a ClaimSchedule let go of it: the declaration takes it back
-            self._declare(spec)
-        if orphaned:
-            records = self._read(names)
-        for name in self._declared.keys() & records.keys():
-            found = records[name]
-            self._owned_by(name, None if found.source == "code"
-                           else describe_owner(found.source, found.owner))
-        schedules = dict(held)  # a new mapping: the planner sees which entries are new
-        for name in sorted(names):
-            record = records.get(name)
-            schedules.pop(name, None)
-            if record is None:
-                if name not in self._warned:
-                    self._warned.add(name)
-                    self.log.warning(
-                        "job %s has a handler but no schedule yet; it will run once one exists",
-                        name,
-                        extra={"job": name, "action": "no_schedule"},
-                    )
-                continue
-            if name in held and held[name][0] == record:
-                schedules[name] = held[name]
-                continue
-            try:
-                schedules[name] = (record, record.parsed)
-            except InvalidSchedule as exc:
-                self.log.error("job %s: stored schedule is invalid: %s", name, exc)
-        self._schedules = schedules
-
-    def _read(self, names: set[str]) -> dict[str, ScheduleRecord]:
-        """The rows of these schedules: all of them at once when that is most of them."""
-        everything = len(names) * 2 > len(self._schedules) and len(names) > 1000
-        found = self.store.load_schedules(None if everything else sorted(names))
-        return {r.job_name: r for r in found if r.job_name in names}
-
-    # -- housekeeping and notifications ------------------------------------------------------
+    # -- notifications ------------------------------------------------------
 
     def _listen_loop(self) -> None:
         listener = self._listener
@@ -528,9 +321,9 @@ class Agent:
                     self._stopping.wait(self.health.failed(exc))
                     continue
                 if NOTIFY_SCHEDULES in fired:
-                    self._schedules_changed(listener.changed())
+                    self.claimer.schedules_changed(listener.changed())
                 if NOTIFY_RUNS in fired:
-                    self.want_reclaim()
+                    self.claimer.want_reclaim()
                     self.heartbeat.kick()
         finally:
             listener.dispose()

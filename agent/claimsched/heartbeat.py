@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 from . import metrics
 from .errors import DatabaseError
 from .health import DatabaseHealth
-from .logs import AgentLog
 from .records import Lease
 from .workers import Workers
 
@@ -30,12 +29,10 @@ class Heartbeat:
         self,
         renew: Callable[[Sequence[Lease]], set[int]],
         workers: Workers,
-        log: AgentLog,
         health: DatabaseHealth,
     ) -> None:
         self._renew = renew
         self._workers = workers
-        self._log = log
         self._health = health
         self._kick = threading.Event()
         self._retry_at: float | None = None  # after a failed renewal: when to try again

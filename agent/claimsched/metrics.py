@@ -27,11 +27,15 @@ class Observable(Protocol):
 
 
 class _Metric:
+    """A stand-in: keeps one value per label key (combined by `_keep`) until serve() makes the
+    real metric (`_create`) and hands each kept value to its child (`_hand`)."""
+
     def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...] = ()) -> None:
         self.name = name
         self.documentation = documentation
         self.labelnames = labelnames
         self._real: Any = None  # the prometheus_client metric, once serve() made it
+        self._kept: dict[tuple[str, ...], float] = {}
         _ALL.append(self)
 
     def _key(self, values: tuple[object, ...], named: dict[str, object]) -> tuple[str, ...]:
@@ -41,16 +45,38 @@ class _Metric:
             raise ValueError(f"{self.name} takes the labels ({', '.join(self.labelnames)})")
         return tuple(str(value) for value in values)
 
+    def _record(self, key: tuple[str, ...], value: float) -> None:
+        """Keep `value` until serve(), or hand it to the real metric's child at once."""
+        if self._real is None:
+            with _LOCK:
+                if self._real is None:
+                    self._kept[key] = self._keep(self._kept.get(key), value)
+                    return
+        self._hand(self._child(self._real, key), value)
+
     def _bind(self) -> None:
+        real = self._create()
+        for key, value in self._kept.items():
+            self._hand(self._child(real, key), value)
+        self._kept.clear()
+        self._real = real
+
+    @staticmethod
+    def _child(real: Any, key: tuple[str, ...]) -> Any:
+        return real.labels(*key) if key else real
+
+    def _create(self) -> Any:
+        raise NotImplementedError
+
+    def _keep(self, kept: float | None, value: float) -> float:
+        return value
+
+    def _hand(self, child: Any, value: float) -> None:
         raise NotImplementedError
 
 
 class Counter(_Metric):
     """A prometheus_client.Counter that counts in memory until serve()."""
-
-    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...] = ()) -> None:
-        super().__init__(name, documentation, labelnames)
-        self._totals: dict[tuple[str, ...], float] = {}
 
     def labels(self, *values: object, **named: object) -> Incrementable:
         key = self._key(values, named)
@@ -65,21 +91,18 @@ class Counter(_Metric):
     def _add(self, key: tuple[str, ...], amount: float) -> None:
         if amount < 0:
             raise ValueError(f"{self.name} can only be incremented by non-negative amounts")
-        if self._real is None:
-            with _LOCK:
-                if self._real is None:
-                    self._totals[key] = self._totals.get(key, 0.0) + amount
-                    return
-        (self._real.labels(*key) if key else self._real).inc(amount)
+        self._record(key, amount)
 
-    def _bind(self) -> None:
+    def _create(self) -> Any:
         from prometheus_client import Counter as Real
 
-        real = Real(self.name, self.documentation, self.labelnames)
-        for key, total in self._totals.items():
-            (real.labels(*key) if key else real).inc(total)
-        self._totals.clear()
-        self._real = real
+        return Real(self.name, self.documentation, self.labelnames)
+
+    def _keep(self, kept: float | None, value: float) -> float:
+        return (kept or 0.0) + value
+
+    def _hand(self, child: Any, value: float) -> None:
+        child.inc(value)
 
 
 class _Count:
@@ -112,46 +135,35 @@ class Histogram(_Metric):
         child: Observable = self._real.labels(*key)
         return child
 
-    def _bind(self) -> None:
+    def _create(self) -> Any:
         from prometheus_client import Histogram as Real
 
-        self._real = Real(self.name, self.documentation, self.labelnames, buckets=self.buckets)
+        return Real(self.name, self.documentation, self.labelnames, buckets=self.buckets)
 
 
 class Gauge(_Metric):
     """A prometheus_client.Gauge whose last values are kept until serve()."""
 
-    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...] = ()) -> None:
-        super().__init__(name, documentation, labelnames)
-        self._values: dict[tuple[str, ...], float] = {}
-
     def set_labels(self, value: float, *labels: object) -> None:
-        key = self._key(labels, {})
-        if self._real is None:
-            with _LOCK:
-                if self._real is None:
-                    self._values[key] = value
-                    return
-        (self._real.labels(*key) if key else self._real).set(value)
+        self._record(self._key(labels, {}), value)
 
     def value(self, *labels: object) -> float | None:
         """The value last set for these labels (served or not), None if never set."""
         key = self._key(labels, {})
         if self._real is None:
-            return self._values.get(key)
+            return self._kept.get(key)
         found = {tuple(s.labels.get(n, "") for n in self.labelnames): s.value
                  for family in self._real.collect() for s in family.samples
                  if s.name == self.name}
         return found.get(key)
 
-    def _bind(self) -> None:
+    def _create(self) -> Any:
         from prometheus_client import Gauge as Real
 
-        real = Real(self.name, self.documentation, self.labelnames)
-        for key, value in self._values.items():
-            (real.labels(*key) if key else real).set(value)
-        self._values.clear()
-        self._real = real
+        return Real(self.name, self.documentation, self.labelnames)
+
+    def _hand(self, child: Any, value: float) -> None:
+        child.set(value)
 
 
 class _NotServed:

@@ -4,14 +4,28 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from .effects import Effects, idempotency_key
 from .logs import AgentLog
 from .records import Lease
+
+T = TypeVar("T")
+
+
+class _FromLease(Generic[T]):
+    """A read-only attribute of a run that its lease holds (the lease never changes)."""
+
+    def __init__(self, read: Callable[[Lease], T]) -> None:
+        self._read = read
+
+    def __get__(self, run: Run, owner: type[Run] | None = None) -> T:
+        return self._read(run.lease)
+
+    def __set__(self, run: Run, value: object) -> None:
+        raise AttributeError("read-only: the run's lease holds it")
 
 
 class Run:
@@ -40,26 +54,11 @@ class Run:
     def lease(self) -> Lease:
         return self._lease
 
-    @property
-    def job_name(self) -> str:
-        return self._lease.job_name
-
-    @property
-    def fire_time(self) -> datetime:
-        return self._lease.fire_time
-
-    @property
-    def attempt(self) -> int:
-        return self._lease.attempt
-
-    @property
-    def run_id(self) -> int:
-        return self._lease.id
-
-    @property
-    def kind(self) -> str:
-        """'scheduled', 'manual' (trigger) or 'backfill'."""
-        return self._lease.kind
+    job_name = _FromLease(lambda lease: lease.job_name)
+    fire_time = _FromLease(lambda lease: lease.fire_time)
+    attempt = _FromLease(lambda lease: lease.attempt)
+    run_id = _FromLease(lambda lease: lease.id)
+    kind = _FromLease(lambda lease: lease.kind)  # 'scheduled', 'manual' (trigger) or 'backfill'
 
     def effect(self, key: str, conn: Any = None) -> bool:
         """Record the receipt for side effect `key`: True only the first time for this occurrence.

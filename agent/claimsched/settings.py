@@ -107,6 +107,13 @@ class Setting:
         return number
 
 
+def seconds(default: float, text: str, *, positive: bool = False, ge: float = 0.0) -> Setting:
+    """A duration: at least `ge` (never negative), more than 0 if `positive`. Its description
+    says the unit and the default, once, here."""
+    return Setting(float, default, f"{text} Seconds; default {default:g}.",
+                   ge=None if positive else ge, gt=0.0 if positive else None)
+
+
 def _boolean(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -154,30 +161,22 @@ class AgentSettings:
             "Direct PostgreSQL connection for LISTEN when CLAIMSCHED_DSN goes through a pooler "
             "(pgbouncer). Default: none (LISTEN on CLAIMSCHED_DSN, or poll behind a pooler).",
         ),
-        "poll_seconds": Setting(
-            float,
-            1.0,
-            "Behind a pooler without listen_dsn: how often to poll for changes, s. Default 1.",
-            gt=0,
+        "poll_seconds": seconds(
+            1.0, "Behind a pooler without listen_dsn: how often to poll for changes.", positive=True
         ),
-        "statement_timeout_seconds": Setting(
-            float, 30.0, "statement_timeout of every agent statement, s (0: off). Default 30.", ge=0
+        "statement_timeout_seconds": seconds(
+            30.0, "statement_timeout of every agent statement (0: off)."
         ),
-        "lock_timeout_seconds": Setting(
-            float, 10.0, "lock_timeout of every agent statement, s (0: off). Default 10.", ge=0
+        "lock_timeout_seconds": seconds(
+            10.0, "lock_timeout of every agent statement (0: off)."
         ),
-        "idle_in_transaction_timeout_seconds": Setting(
-            float,
+        "idle_in_transaction_timeout_seconds": seconds(
             60.0,
-            "idle_in_transaction_session_timeout of claimsched's connections, s (0: off); a "
-            "receipt's transaction (run.once()) is bounded by its run's lease. Default 60.",
-            ge=0,
+            "idle_in_transaction_session_timeout of claimsched's connections (0: off); a "
+            "receipt's transaction (run.once()) is bounded by its run's lease.",
         ),
-        "tcp_keepalive_seconds": Setting(
-            float,
-            10.0,
-            "TCP keepalive idle time, s: a silent peer is given up after about 2.5 times it. "
-            "Default 10.",
+        "tcp_keepalive_seconds": seconds(
+            10.0, "TCP keepalive idle time: a silent peer is given up after about 2.5 times it.",
             ge=1,
         ),
         "schema_name": Setting(
@@ -196,23 +195,19 @@ class AgentSettings:
         "migrate": Setting(
             bool, True, "Apply pending migrations at start (needs DDL rights). Default true."
         ),
-        "housekeeping_seconds": Setting(
-            float, 30.0, "Presence refresh and reaper period, seconds. Default 30.", gt=0
+        "housekeeping_seconds": seconds(30.0, "Presence refresh and reaper period.", positive=True),
+        "jitter_seconds": seconds(0.02, "Random delay added to each wake-up."),
+        "shutdown_grace_seconds": seconds(
+            20.0, "On SIGTERM, how long running handlers may finish."
         ),
-        "jitter_seconds": Setting(
-            float, 0.02, "Random delay added to each wake-up, seconds. Default 0.02.", ge=0
+        "retry_backoff_seconds": seconds(
+            2.0, "First retry delay after a failure; it doubles, up to 300.", positive=True
         ),
-        "shutdown_grace_seconds": Setting(
-            float, 20.0, "On SIGTERM, how long running handlers may finish. Default 20.", ge=0
+        "misfire_grace_seconds": seconds(
+            10.0, "catchUpPolicy None: how late an occurrence may still start."
         ),
-        "retry_backoff_seconds": Setting(
-            float, 2.0, "First retry delay after a failure; doubles, max 300 s. Default 2.", gt=0
-        ),
-        "misfire_grace_seconds": Setting(
-            float, 10.0, "catchUpPolicy None: how late an occurrence may still start, s.", ge=0
-        ),
-        "schedule_refresh_seconds": Setting(
-            float, 300.0, "Re-read schedules at least this often (besides NOTIFY), s.", gt=0
+        "schedule_refresh_seconds": seconds(
+            300.0, "Re-read schedules at least this often (besides NOTIFY).", positive=True
         ),
         "metrics_port": Setting(
             int, None, "Serve Prometheus metrics on this port. Default off.", ge=0, le=65535

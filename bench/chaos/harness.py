@@ -22,6 +22,18 @@ from . import app_sql
 REPO = Path(__file__).resolve().parents[2]
 APP = "bench.chaos.app:agent"
 
+# A run in two halves, each an effect (`first-half`, two seconds, `second-half`), for a test to
+# queue by hand and kill, pause or cut off in the middle.
+SLOW: dict[str, Any] = {
+    "name": "slow",
+    "schedule": "@yearly",
+    "before": "first-half",
+    "after": "second-half",
+    "sleep": 2,
+    "lease_seconds": 3,
+    "heartbeat_seconds": 1,
+}
+
 
 def faketime_library() -> str:
     """libfaketime's preload library, as shipped by the `libfaketime` wheel (a dev dependency)."""

@@ -14,7 +14,7 @@ Run it in every replica (three in examples/k8s/deployment.yaml):
   for more than 30 minutes, each inside ``with run.once(key) as first:``.
 
 The shop's tables are in examples/app/schema.sql. The app reads and writes them with the same
-least-privilege role its agent uses (examples/sql/agent-role.sql).
+least-privilege role its agent uses (`claimsched roles`).
 """
 
 from __future__ import annotations

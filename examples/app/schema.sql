@@ -1,5 +1,5 @@
 -- The example shop's own tables (not claimsched's). Apply with the database owner, after
--- examples/sql/agent-role.sql, which creates the role the app runs as.
+-- `claimsched roles`, which creates the role the app runs as (claimsched_agent).
 CREATE SCHEMA IF NOT EXISTS shop;
 
 -- Invoices; the reminder job looks for unpaid ones past their due date.

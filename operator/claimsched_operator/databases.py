@@ -96,6 +96,7 @@ class Databases:
         self._lock = threading.Lock()
         self._by_dsn: dict[str, Database] = {}
         self._dsn_of: dict[str, str] = {}  # every name a database was asked for -> its DSN
+        self._row_in: dict[str, str] = {}  # ClaimSchedule (namespace/name) -> its row's DSN
 
     def get(self, key: str, dsn: str | None = None) -> Database:
         """The database of `key` (DEFAULT, or a Secret's key with the DSN it holds), opened and
@@ -128,6 +129,38 @@ class Databases:
                  extra={"action": "database_open", "database": key})
         database = self._by_dsn[dsn] = Database(key, store, dsn, OwnedSchedules(store))
         return database
+
+    def written(self, owner: str, dsn: str) -> str | None:
+        """Note that `owner`'s row was written in the database of `dsn`; the DSN of the database
+        it was written in before, when that was another one (its Secret was rotated to point
+        elsewhere, or its databaseRef changed): the row there is to be released."""
+        with self._lock:
+            before = self._row_in.get(owner)
+            self._row_in[owner] = dsn
+        return before if before is not None and before != dsn else None
+
+    def forget(self, owner: str) -> None:
+        """`owner` was deleted: its row is released where it was."""
+        with self._lock:
+            self._row_in.pop(owner, None)
+
+    def release_in(self, dsn: str, owner: str) -> str | None:
+        """Release `owner`'s row in the database of `dsn` (blocking; opened for this alone when
+        no longer in use): the job released, if any. A failure says so in fixed words."""
+        with self._lock:
+            known = self._by_dsn.get(dsn)
+        if known is not None:
+            return known.owned.release(owner)
+        store = Store(dsn, schema=self.schema, max_size=1, name="operator-release")
+        try:
+            store.open()
+            return OwnedSchedules(store).release(owner)
+        except DatabaseError:
+            raise DatabaseUnreachable(
+                f"cannot reach the database {owner}'s row was in before: it is not released "
+                "there") from None
+        finally:
+            store.close()
 
     def dsn_of(self, key: str) -> str | None:
         """The DSN the database `key` was last asked for with."""

@@ -186,6 +186,7 @@ async def sync(
                         parsed.recovery_threshold)
     runtime.catalog.put(Entry(owner, job, database.name, job_spec, schedule, alerting,
                               status.get("failing") is True))
+    await _release_where_it_was(runtime, owner, database, logger)
     _synced(body, job_spec, synced.outcome, found)
     logger.info("job %s synced: %s", job, synced.outcome)
     await triggers.request(database.owned, body, patch, job, logger)
@@ -219,6 +220,25 @@ async def delete(
             runtime.counter.forget(released)
             logger.info("job %s disabled and released; its history is kept", released)
     runtime.catalog.drop(owner)
+    runtime.databases.forget(owner)
+
+
+async def _release_where_it_was(runtime: Runtime, owner: str, database: Database,
+                                logger: kopf.Logger) -> None:
+    """The row was written in another database than before (a rotated Secret that names
+    another database, a changed databaseRef): release it in the one it was in, as a delete
+    would, so that it does not go on firing there."""
+    before = runtime.databases.written(owner, database.dsn)
+    if before is None:
+        return
+    try:
+        released = await asyncio.to_thread(runtime.databases.release_in, before, owner)
+    except DatabaseError as exc:
+        logger.warning("ClaimSchedule %s: %s", owner, exc)
+        return
+    if released is not None:
+        logger.info("job %s disabled and released in the database it was in before; its "
+                    "history is kept there", released)
 
 
 def publish(

@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from bench.chaos.harness import Replicas, replicas, store
+from bench.chaos.harness import SLOW, Replicas, replicas, store
 
 from claimsched.tools.postgres import TemporaryPostgres
 from tests.helpers.polling import wait_for
@@ -79,18 +79,7 @@ def test_three_replicas_run_every_occurrence_exactly_once(dsn: str, tmp_path: Pa
 def test_a_killed_replicas_run_is_reclaimed_and_finished_without_repeating_effects(
     dsn: str, tmp_path: Path
 ) -> None:
-    jobs = [
-        {
-            "name": "slow",
-            "schedule": "@yearly",
-            "before": "first-half",
-            "after": "second-half",
-            "sleep": 2,
-            "lease_seconds": 3,
-            "heartbeat_seconds": 1,
-        }
-    ]
-    with replicas(dsn, tmp_path, jobs) as group:
+    with replicas(dsn, tmp_path, [SLOW]) as group:
         for index in range(3):
             group.start(f"r{index}")
         victim = _one_running_run(group, dsn, "slow", 3)

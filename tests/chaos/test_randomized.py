@@ -298,7 +298,7 @@ def test_replicas_claiming_the_same_occurrences_in_different_orders_do_not_deadl
 
     def claim(agent: str, order: list[str]) -> None:
         try:
-            _, results = store.claim(agent, [due(store, j, fire) for j in order], 10)
+            _, results = store.claim(agent, [c for j in order for c in due(store, j, fire)], 10)
             outcomes[agent] = sorted(r.outcome for r in results)
         except Exception as exc:
             outcomes[agent] = repr(exc)

@@ -21,7 +21,7 @@ KUBE_VERSIONS = [f"1.{minor}" for minor in range(29, 36)]
 # The override matrix: every mode the issue names, alone and combined.
 MATRIX: dict[str, dict[str, Any]] = {
     "defaults": {},
-    "all-namespaces": {"watch": {"namespaces": []}},
+    "all-namespaces": {"watch": {"allNamespaces": True}},
     "given-namespaces": {"watch": {"namespaces": ["shop", "billing"]}},
     "two-replicas": {"replicaCount": 2},
     "two-replicas-given-namespaces": {"replicaCount": 2, "watch": {"namespaces": ["shop"]}},

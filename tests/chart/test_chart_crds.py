@@ -76,14 +76,15 @@ def test_crds_are_kept_on_uninstall_unless_told_otherwise() -> None:
         assert "annotations" not in crd["metadata"]
 
 
-@pytest.mark.parametrize(("namespaces", "name", "scope", "kind"), [
-    ([], "clusterkopfpeerings.kopf.dev", "Cluster", "ClusterKopfPeering"),
-    (["shop"], "kopfpeerings.kopf.dev", "Namespaced", "KopfPeering"),
+@pytest.mark.parametrize(("watch", "name", "scope", "kind"), [
+    ({"allNamespaces": True}, "clusterkopfpeerings.kopf.dev", "Cluster", "ClusterKopfPeering"),
+    ({"namespaces": ["shop"]}, "kopfpeerings.kopf.dev", "Namespaced", "KopfPeering"),
+    ({}, "kopfpeerings.kopf.dev", "Namespaced", "KopfPeering"),
 ])
 def test_kopf_peering_crd_comes_with_peering_in_the_scope_kopf_uses(
-        namespaces: list[str], name: str, scope: str, kind: str) -> None:
+        watch: dict[str, Any], name: str, scope: str, kind: str) -> None:
     for values in ({"replicaCount": 2}, {"peering": {"enabled": True}}):
-        found = crds({**values, "watch": {"namespaces": namespaces}})
+        found = crds({**values, "watch": watch})
         assert set(found) == {"claimschedules.claimsched.io", name}
         peering = found[name]
         assert peering["spec"]["group"] == "kopf.dev"
@@ -95,15 +96,15 @@ def test_kopf_peering_crd_comes_with_peering_in_the_scope_kopf_uses(
         assert "subresources" not in version
         status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
         assert status["x-kubernetes-preserve-unknown-fields"] is True
-    assert set(crds({"watch": {"namespaces": namespaces}})) == {"claimschedules.claimsched.io"}
+    assert set(crds({"watch": watch})) == {"claimschedules.claimsched.io"}
 
 
 def test_kopf_finds_the_peering_resources_it_looks_for() -> None:
     from kopf._cogs.structs import references
 
-    for namespaces, selector in [([], references.CLUSTER_PEERINGS_K),
-                                 (["shop"], references.NAMESPACED_PEERINGS_K)]:
-        crd = next(c for c in crds({"replicaCount": 2, "watch": {"namespaces": namespaces}})
+    for watch, selector in [({"allNamespaces": True}, references.CLUSTER_PEERINGS_K),
+                            ({"namespaces": ["shop"]}, references.NAMESPACED_PEERINGS_K)]:
+        crd = next(c for c in crds({"replicaCount": 2, "watch": watch})
                    .values() if c["spec"]["group"] == "kopf.dev")
         names = crd["spec"]["names"]
         resource = references.Resource(

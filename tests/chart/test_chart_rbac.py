@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.chart.chart import NAMESPACE, RELEASE, documents, of_kind, walk
+from tests.chart.chart import NAMESPACE, RELEASE, documents, env, of_kind, walk
 
 Triple = tuple[str, str, str]  # (apiGroup, resource, verb)
 WATCHED = ["shop", "billing"]
@@ -31,7 +31,7 @@ MODES = [
 
 
 def values_for(clusterwide: bool, database_refs: bool, peering: bool) -> dict[str, Any]:
-    return {"watch": {"namespaces": [] if clusterwide else WATCHED},
+    return {"watch": {"allNamespaces": True} if clusterwide else {"namespaces": WATCHED},
             "databaseRefs": {"enabled": database_refs},
             "replicaCount": 2 if peering else 1}
 
@@ -193,3 +193,18 @@ def test_rbac_grants_exactly_what_the_operator_uses(
     everything = set().union(*grants.values())
     missing, extra = expected - everything, everything - expected
     assert not missing and not extra, f"chart lacks {sorted(missing)}; grants {sorted(extra)}"
+
+
+def test_by_default_the_operator_serves_only_the_release_namespace() -> None:
+    # A multi-team cluster: one team's operator sees one namespace unless told otherwise.
+    docs = documents()
+    assert set(granted(docs)) == {NAMESPACE}
+    assert not of_kind(docs, "ClusterRole") and not of_kind(docs, "ClusterRoleBinding")
+    assert env(docs)["CLAIMSCHED_OPERATOR_NAMESPACES"] == NAMESPACE
+    assert env(documents({"watch": {"allNamespaces": True}}))[
+        "CLAIMSCHED_OPERATOR_NAMESPACES"] == ""
+
+
+def test_all_namespaces_and_a_namespace_list_together_are_refused() -> None:
+    with pytest.raises(Exception, match="either allNamespaces or namespaces"):
+        documents({"watch": {"allNamespaces": True, "namespaces": ["shop"]}})

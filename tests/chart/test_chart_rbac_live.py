@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ import kubernetes
 import pytest
 
 from claimsched.tools.postgres import free_port
+from claimsched.tools.processes import stop_process
 from tests.chart.chart import documents, env, of_kind
 from tests.helpers import kube_emulator
 from tests.helpers.kube_emulator import Exchange, Served, serve_emulator
@@ -126,8 +126,9 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
 
 
 MODES = {
-    "all-namespaces": {},
-    "all-namespaces-databaseRef-peering": {"databaseRefs": {"enabled": True}, "replicaCount": 2},
+    "all-namespaces": {"watch": {"allNamespaces": True}},
+    "all-namespaces-databaseRef-peering": {"watch": {"allNamespaces": True},
+                                           "databaseRefs": {"enabled": True}, "replicaCount": 2},
     "given-namespaces": {"watch": {"namespaces": [NS]}},
     "given-namespaces-databaseRef-peering": {"watch": {"namespaces": [NS]},
                                              "databaseRefs": {"enabled": True},
@@ -142,7 +143,7 @@ def test_every_request_of_the_real_operator_is_granted_by_the_chart(
     values = MODES[mode]
     docs = documents(values)
     peering = bool(env(docs)["CLAIMSCHED_OPERATOR_PEERING"])
-    clusterwide = not values.get("watch")
+    clusterwide = values.get("watch", {}).get("allNamespaces", False)
     database_ref = values.get("databaseRefs", {}).get("enabled", False)
 
     client = kubernetes.config.new_client_from_config(config_file=str(served.kubeconfig))
@@ -204,12 +205,7 @@ def test_every_request_of_the_real_operator_is_granted_by_the_chart(
         time.sleep(1.5)  # a few status refreshes
         wait_for(lambda: healthy(health), "/healthz", log=log)
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        stop_process(process, 20)
 
     assert process.returncode == 0, log.read_text()[-6000:]
     made = {request for x in served.emulator.exchanges[first:]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.chart.chart import MATRIX, documents, env, one, pod_spec
+from tests.chart.chart import MATRIX, NAMESPACE, documents, env, one, pod_spec
 
 # Pod Security Standards, restricted: the volume types a pod may use.
 RESTRICTED_VOLUME_TYPES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
@@ -170,7 +170,7 @@ def test_deployment_environment_matches_the_operator_settings() -> None:
     assert variables["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert variables["POD_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     defaults = env(documents({}))
-    assert defaults["CLAIMSCHED_OPERATOR_NAMESPACES"] == ""
+    assert defaults["CLAIMSCHED_OPERATOR_NAMESPACES"] == NAMESPACE  # the release namespace
     assert defaults["CLAIMSCHED_OPERATOR_PEERING"] == ""  # standalone
     assert defaults["CLAIMSCHED_OPERATOR_DATABASE_REFS"] == "false"
     assert defaults["CLAIMSCHED_OPERATOR_STATUS_INTERVAL_SECONDS"] == "15"

@@ -1,12 +1,12 @@
-"""The example least-privilege role runs the example app's agent end to end on a real Postgres,
-and cannot change claimsched's schema."""
+"""The agent role of `claimsched roles` runs the example app's agent end to end on a real
+Postgres (claims, completions, receipts, presence, a code declaration: all through the
+functions), and cannot change claimsched's schema."""
 
 from __future__ import annotations
 
 import itertools
 import os
 import secrets
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,11 +18,10 @@ import pytest
 from psycopg import errors, sql
 
 from claimsched.db import Store
-from claimsched.tools.processes import python_path
+from claimsched.tools.processes import python_path, stop_process
 from tests.helpers.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-AGENT_ROLE_SQL = REPO / "examples" / "sql" / "agent-role.sql"
 APP_DIR = REPO / "examples" / "app"
 APP_SCHEMA_SQL = APP_DIR / "schema.sql"
 REMINDERS = REPO / "examples" / "claimschedules" / "invoice-reminders.yaml"
@@ -35,37 +34,39 @@ def execute(dsn: str, statement: Any, params: Any = None) -> list[tuple[Any, ...
         return cur.fetchall() if cur.description else []
 
 
-def sql_file(path: Path, role: str) -> str:
-    # The files name the role claimsched_agent; each test gets its own (roles are server-wide).
-    return path.read_text().replace("claimsched_agent", role)
+def roles(dsn: str, role: str) -> list[str]:
+    """`claimsched roles` for this test's roles (roles are server-wide: each test has its own)."""
+    return ["roles", "--agent-role", role, "--operator-role", f"{role}_op", "--dsn", dsn]
 
 
 @pytest.fixture
 def agent_role(dsn: str) -> Iterator[tuple[str, str]]:
-    """(role name, the role's DSN): agent-role.sql and the app's schema applied by the owner."""
+    """(role name, the role's DSN): `claimsched roles` and the app's schema applied by the
+    owner (the app's file names the role claimsched_agent)."""
     role = f"claimsched_agent_{os.getpid()}_{next(_counter)}"
     password = secrets.token_hex(12)
-    execute(dsn, sql_file(AGENT_ROLE_SQL, role))
-    execute(dsn, sql_file(APP_SCHEMA_SQL, role))
+    cli(*roles(dsn, role))
+    execute(dsn, APP_SCHEMA_SQL.read_text().replace("claimsched_agent", role))
     execute(dsn, sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(role),
                                                              sql.Literal(password)))
     role_dsn = psycopg.conninfo.make_conninfo(dsn, user=role, password=password)
     yield role, role_dsn
-    execute(dsn, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-    execute(dsn, sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+    for name in (role, f"{role}_op"):
+        execute(dsn, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
+        execute(dsn, sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
 
 
-def cli(dsn: str, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "claimsched.cli", *args, "--dsn", dsn],
+def cli(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "claimsched.cli", *args],
                           capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
-def test_agent_role_file_is_idempotent(dsn: str, agent_role: tuple[str, str]) -> None:
+def test_the_roles_command_is_idempotent(dsn: str, agent_role: tuple[str, str]) -> None:
     role, _ = agent_role
-    execute(dsn, sql_file(AGENT_ROLE_SQL, role))
-    execute(dsn, sql_file(AGENT_ROLE_SQL, role))
+    cli(*roles(dsn, role))
+    assert "ALTER ROLE" in cli(*roles(dsn, role))
 
 
 def test_example_app_runs_with_the_least_privilege_role(
@@ -85,8 +86,8 @@ def test_example_app_runs_with_the_least_privilege_role(
             (12, 'open', now()),
             (13, 'ordered', now() - interval '2 hours');
     """)
-    cli(dsn, "apply", str(REMINDERS))
-    cli(dsn, "trigger", "invoice-reminders")
+    cli("apply", str(REMINDERS), "--dsn", dsn)
+    cli("trigger", "invoice-reminders", "--dsn", dsn)
 
     log = tmp_path / "agent.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAIMSCHED_", "APP_"))}
@@ -114,12 +115,7 @@ def test_example_app_runs_with_the_least_privilege_role(
         wait_for(lambda: done("expire-carts"), timeout=30, what="an expire-carts run")
         wait_for(lambda: len(done("expire-carts")) >= 2, timeout=30, what="a second sweep")
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        stop_process(process, 20)
     output = log.read_text()
     assert process.returncode == 0, output
     assert "permission denied" not in output.lower(), output

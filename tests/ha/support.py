@@ -27,17 +27,6 @@ TICK = {
     "retry_on_failure": True,
 }
 
-# A manual run in two halves, each an effect: a run to kill, pause or cut off in the middle.
-SLOW = {
-    "name": "slow",
-    "schedule": "@yearly",
-    "before": "first-half",
-    "after": "second-half",
-    "sleep": 2,
-    "lease_seconds": 3,
-    "heartbeat_seconds": 1,
-}
-
 # Agents that give up on a silent database quickly and retry often (each shorter than a lease).
 FAST = {
     "CLAIMSCHED_RETRY_BACKOFF_SECONDS": "0.5",

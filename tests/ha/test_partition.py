@@ -8,13 +8,13 @@ import time
 from pathlib import Path
 
 import pytest
-from bench.chaos.harness import replicas, store
+from bench.chaos.harness import SLOW, replicas, store
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tests.helpers.blackhole import Blackhole
 from tests.helpers.polling import wait_for
 
-from .support import FAST, SLOW
+from .support import FAST
 
 pytestmark = pytest.mark.slow
 

@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from bench.chaos.harness import replicas, store
+from bench.chaos.harness import SLOW, replicas, store
 
 from tests.helpers.pgbouncer import pgbouncer
 from tests.helpers.polling import wait_for
 
-from .support import SLOW, all_done_between, assert_exactly_once, done_count, first_fire_time, query
+from .support import all_done_between, assert_exactly_once, done_count, first_fire_time, query
 
 pytestmark = pytest.mark.slow
 

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from claimsched.tools.postgres import free_port
+from claimsched.tools.processes import stop_processes
 from tests.helpers.blackhole import Blackhole
 from tests.helpers.polling import wait_for
 
@@ -188,13 +189,8 @@ class PatroniCluster:
 
     def stop(self) -> None:
         """SIGTERM every Patroni (it stops its postgres); hard-kill what is left; then etcd."""
+        stop_processes([m.process for m in self.members.values() if m.process is not None], 15)
         for member in self.members.values():
-            if member.process is not None and member.process.poll() is None:
-                member.process.terminate()
-        for member in self.members.values():
-            if member.process is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    member.process.wait(15)
             member.kill()
             member.proxy.close()
         if self.etcd is not None:

@@ -10,7 +10,6 @@ import contextlib
 import os
 import pwd
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -24,6 +23,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from claimsched.tools.postgres import free_port
+from claimsched.tools.processes import stop_process
 from tests.helpers.polling import wait_for
 
 
@@ -122,13 +122,7 @@ def pgbouncer(
             pytest.fail(f"pgbouncer did not start:\n{(folder / 'stderr.log').read_text()}")
         yield bouncer
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop_process(process, 10)
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -3,13 +3,13 @@ image installs the wheel built from this checkout, and its entrypoint works from
 
 from __future__ import annotations
 
-import signal
 import subprocess
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from claimsched.tools.processes import stop_process
 from tests.helpers.dockerfile import Replay, replay
 from tests.helpers.polling import wait_for
 from tests.install.installed import REPO, clean_env, source_files
@@ -59,6 +59,5 @@ def test_the_example_app_image_runs_its_agent(tmp_path: Path, dsn: str) -> None:
 
         wait_for(present, timeout=30, what="the example app's agent presence")
     finally:
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(30)
+        code = stop_process(process, 30)
     assert code == 0, log.read_text()[-3000:]

@@ -3,7 +3,6 @@ installed into fresh virtualenvs outside the repository, then used only through 
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import tarfile
 import textwrap
@@ -15,6 +14,7 @@ import psycopg
 import pytest
 
 from claimsched.tools.postgres import free_port
+from claimsched.tools.processes import stop_process
 from tests.helpers.kube_emulator import serve_emulator
 from tests.helpers.polling import http_ok, wait_for
 from tests.install.installed import Dist, Venv, build, copy_checkout, source_files
@@ -122,8 +122,7 @@ def test_a_real_agent_from_the_wheel_claims_and_completes_an_occurrence(
 
         wait_for(done, timeout=30, what="a done run of wheel-probe with its receipt")
     finally:
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(30)
+        code = stop_process(process, 30)
     assert code == 0, log.read_text()[-3000:]
 
 
@@ -176,5 +175,4 @@ def test_the_operator_from_the_wheel_loads_its_settings_and_serves_health(
 
         wait_for(healthy, timeout=30, what="the installed operator's /healthz")
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(30)
+        stop_process(process, 30)

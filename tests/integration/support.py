@@ -39,11 +39,11 @@ PRESENCE = {"hostname": "h", "pod": None, "namespace": None, "version": "t", "tt
             "tzdata": "2025b"}
 
 
-def due(store: Store, job: str, fire_time: datetime, *args: Any, **fields: Any) -> Candidate:
-    """A claim candidate of `job` computed from its schedule as stored now (its active_since),
-    as an agent that has just read the schedule proposes it."""
+def due(store: Store, job: str, *fire_times: datetime, **fields: Any) -> list[Candidate]:
+    """Claim candidates of `job` at `fire_times`, computed from its schedule as stored now (its
+    active_since, read in one query), as an agent that has just read the schedule proposes them."""
     with store.connection() as conn:
         row = conn.execute("SELECT coalesce((SELECT active_since FROM job_schedule"
                            " WHERE job_name = %s), now())", [job]).fetchone()
     assert row is not None
-    return Candidate(job, fire_time, row[0], *args, **fields)
+    return [Candidate(job, fire_time, row[0], **fields) for fire_time in fire_times]

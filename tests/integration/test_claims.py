@@ -30,7 +30,7 @@ def test_racing_replicas_produce_one_row_per_occurrence(store: Store) -> None:
         mine = Store(store.dsn)
         mine.open()
         try:
-            _, results = mine.claim(f"r{index}", [due(store, "job", t) for t in occurrences], 100)
+            _, results = mine.claim(f"r{index}", due(store, "job", *occurrences), 100)
             with lock:
                 won.extend(r.lease.id for r in results if r.lease)
         finally:
@@ -48,7 +48,7 @@ def test_racing_replicas_produce_one_row_per_occurrence(store: Store) -> None:
 
 def test_claims_are_limited_to_free_slots(store: Store) -> None:
     _schedule(store, concurrency_policy="Allow")
-    _, results = store.claim("a", [due(store, "job", past(s)) for s in range(1, 6)], 2)
+    _, results = store.claim("a", due(store, "job", *map(past, range(1, 6))), 2)
     assert [r.outcome for r in results].count("claimed") == 2
     assert [r.outcome for r in results].count("no_capacity") == 3
 
@@ -56,7 +56,7 @@ def test_claims_are_limited_to_free_slots(store: Store) -> None:
 def test_a_future_occurrence_is_not_due_by_the_database_clock(store: Store) -> None:
     _schedule(store)
     future = past(-120)
-    _, results = store.claim("fast-clock", [due(store, "job", future)], 4)
+    _, results = store.claim("fast-clock", due(store, "job", future), 4)
     assert [r.outcome for r in results] == ["not_due"]
     assert runs(store.dsn) == []
 
@@ -64,16 +64,16 @@ def test_a_future_occurrence_is_not_due_by_the_database_clock(store: Store) -> N
 def test_disabled_or_not_yet_active_schedules_are_never_claimed(store: Store) -> None:
     _schedule(store, "off", enabled=False)
     store.upsert_schedule(job_spec(job_name="fresh", schedule="@every 1s"))
-    _, results = store.claim("a", [due(store, "off", past(5)), due(store, "fresh", past(5))], 4)
+    _, results = store.claim("a", [*due(store, "off", past(5)), *due(store, "fresh", past(5))], 4)
     assert [r.outcome for r in results] == ["inactive", "inactive"]
 
 
 def test_forbid_skips_the_latest_overlapping_occurrence_and_defers_older_ones(store: Store) -> None:
     _schedule(store)
-    _, first = store.claim("a", [due(store, "job", past(10))], 4)
+    _, first = store.claim("a", due(store, "job", past(10)), 4)
     assert first[0].outcome == "claimed"
     _, second = store.claim(
-        "b", [due(store, "job", past(9), latest=False), due(store, "job", past(8))], 4
+        "b", [*due(store, "job", past(9), latest=False), *due(store, "job", past(8))], 4
     )
     assert [r.outcome for r in second] == ["deferred", "skipped"]
     skipped = [r for r in runs(store.dsn) if r["status"] == "skipped"]
@@ -82,16 +82,16 @@ def test_forbid_skips_the_latest_overlapping_occurrence_and_defers_older_ones(st
 
 def test_allow_runs_overlapping_occurrences_side_by_side(store: Store) -> None:
     _schedule(store, concurrency_policy="Allow")
-    store.claim("a", [due(store, "job", past(10))], 4)
-    _, second = store.claim("b", [due(store, "job", past(9))], 4)
+    store.claim("a", due(store, "job", past(10)), 4)
+    _, second = store.claim("b", due(store, "job", past(9)), 4)
     assert second[0].outcome == "claimed"
     assert [r["status"] for r in runs(store.dsn)] == ["running", "running"]
 
 
 def test_replace_fences_out_the_running_occurrence(store: Store) -> None:
     _schedule(store, concurrency_policy="Replace")
-    _, first = store.claim("a", [due(store, "job", past(10))], 4)
-    store.claim("b", [due(store, "job", past(9))], 4)
+    _, first = store.claim("a", due(store, "job", past(10)), 4)
+    store.claim("b", due(store, "job", past(9)), 4)
     old, new = runs(store.dsn)
     assert old["status"] == "failed" and "Replace" in old["error"]
     assert new["status"] == "running"
@@ -101,7 +101,9 @@ def test_replace_fences_out_the_running_occurrence(store: Store) -> None:
 
 def test_skipped_candidates_are_recorded_with_their_reason(store: Store) -> None:
     _schedule(store)
-    store.claim("a", [due(store, "job", past(3), "skipped", "missed; policy Latest", False)], 0)
+    skipped = due(store, "job", past(3), want="skipped", reason="missed; policy Latest",
+                  latest=False)
+    store.claim("a", skipped, 0)
     (row,) = runs(store.dsn)
     assert row["status"] == "skipped" and row["error"] == "missed; policy Latest"
 
@@ -117,7 +119,7 @@ def test_of_a_forbid_jobs_free_occurrences_only_the_oldest_runs(store: Store) ->
     _schedule(store, catch_up_policy="All")
     times = [past(3), past(2), past(1)]
     _, results = store.claim(
-        "a", [due(store, "job", t, latest=t == times[-1]) for t in times], 10
+        "a", [*due(store, "job", *times[:-1], latest=False), *due(store, "job", times[-1])], 10
     )
     assert [r.outcome for r in results] == ["claimed", "deferred", "deferred"]
 
@@ -134,7 +136,7 @@ def test_a_stopping_agent_claims_and_reclaims_nothing_once_the_database_answers(
         asked.append(True)
         return False
 
-    assert store.claim("a", [due(store, "job", past(3))], 4, stopping) is None
+    assert store.claim("a", due(store, "job", past(3)), 4, stopping) is None
     store.request_runs("job", [past(2)], "manual")
     assert store.reclaim("a", ["job"], 4, stopping) == []
     assert len(asked) == 2
@@ -145,14 +147,14 @@ def test_a_candidate_computed_from_a_schedule_that_changed_since_is_refused(stor
     """Issue 16, item 6: a replica that had not yet re-read a changed schedule claimed an instant
     that is no occurrence of the schedule as it is now."""
     _schedule(store)
-    stale = due(store, "job", past(1))  # computed from "@every 1s" as read before the change
+    (stale,) = due(store, "job", past(1))  # computed from "@every 1s" as read before the change
     store.upsert_schedule(job_spec(job_name="job", schedule="@every 7s"))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'"
                    " WHERE job_name = 'job'")  # a change long ago, still unknown to the replica
     _, results = store.claim("a", [stale], 4)
     assert [r.outcome for r in results] == ["stale"]
     assert runs(store.dsn) == []
-    _, results = store.claim("a", [due(store, "job", stale.fire_time)], 4)
+    _, results = store.claim("a", due(store, "job", stale.fire_time), 4)
     assert [r.outcome for r in results] == ["claimed"]
 
 

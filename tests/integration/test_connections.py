@@ -93,7 +93,7 @@ def _claim_one(store: Store, job: str) -> Lease:
     """Claim the job's latest due occurrence (the schedule starts afresh when written)."""
 
     def attempt() -> Lease | None:
-        claimed = store.claim("a1", [due(store, job, store.db_now().replace(microsecond=0))], 1)
+        claimed = store.claim("a1", due(store, job, store.db_now().replace(microsecond=0)), 1)
         assert claimed is not None
         (result,) = claimed[1]
         return result.lease

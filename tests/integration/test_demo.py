@@ -6,7 +6,6 @@ import http.client
 import json
 import os
 import selectors
-import signal
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from claimsched.tools.demo.fleet import Fleet
 from claimsched.tools.demo.observations import LogTail, Observations, effects_by_key
 from claimsched.tools.demo.runner import DEMO_SCHEMA, prepare
 from claimsched.tools.demo.verdict import verdict
+from claimsched.tools.processes import stop_process
 from claimsched.web import make_server
 from tests.helpers.polling import wait_for
 
@@ -257,12 +257,9 @@ def test_the_kept_demo_database_shows_the_kill_in_the_web_view_until_sigterm(
         killed_at = datetime.fromisoformat(killed["fire_time"]).astimezone(UTC).isoformat()
         assert classes[killed_at] == "reclaimed", "the kill shows as orphaned, then reclaimed"
         assert demo.poll() is None, "--keep: the demo waits after its verdict"
-        demo.send_signal(signal.SIGTERM)
-        code = demo.wait(timeout=60)
+        code = stop_process(demo, 60)
     finally:
-        if demo.poll() is None:
-            demo.kill()
-            demo.wait()
+        stop_process(demo, 10)  # when the test failed before its own stop
         assert demo.stdout is not None
         demo.stdout.close()
     assert code == 0, "SIGTERM ends the wait; the exit code is the verdict's"

@@ -81,7 +81,7 @@ def _claimed(store: Store) -> Lease:
     store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s", lease_seconds=30,
                                    heartbeat_seconds=10))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
-    _, results = store.claim("a", [due(store, "job", past(5))], 4)
+    _, results = store.claim("a", due(store, "job", past(5)), 4)
     assert results[0].lease is not None
     return results[0].lease
 

@@ -29,7 +29,7 @@ def _schedule(store: Store, name: str = "job", **fields: object) -> None:
 
 
 def _claim(store: Store, agent: str, fire_time: datetime, latest: bool = True) -> ClaimResult:
-    _, (result,) = store.claim(agent, [due(store, "job", fire_time, latest=latest)], 4)
+    _, (result,) = store.claim(agent, due(store, "job", fire_time, latest=latest), 4)
     return result
 
 
@@ -77,7 +77,7 @@ def test_two_claims_of_different_occurrences_racing_on_two_connections_let_one_w
     check alone lets both win. The database must make the second one wait and see it."""
     _schedule(store)
     first, second = past(3), past(2)
-    params = claim_params("a", [due(store, "job", first)], 4)
+    params = claim_params("a", due(store, "job", first), 4)
     rows, contender = _while_held(
         store.dsn, query("claim"), params, lambda: _claim(store, "b", second)
     )
@@ -96,7 +96,7 @@ def _race(dsn: str, job: str, occurrences: list[datetime]) -> list[ClaimResult]:
 
     def replica(mine: Store, fire_time: datetime, index: int) -> None:
         start.wait()
-        _, results = mine.claim(f"r{index}", [due(mine, job, fire_time, latest=False)], 4)
+        _, results = mine.claim(f"r{index}", due(mine, job, fire_time, latest=False), 4)
         won.extend(r for r in results if r.outcome == "claimed")
 
     threads = [

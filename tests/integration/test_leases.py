@@ -21,7 +21,7 @@ from .support import PRESENCE, due, past, runs, sql
 def _claimed(store: Store, agent: str = "a", ago: float = 5, **fields: object) -> Lease:
     store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s", **fields))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
-    _, results = store.claim(agent, [due(store, "job", past(ago))], 4)
+    _, results = store.claim(agent, due(store, "job", past(ago)), 4)
     assert results[0].lease is not None
     return results[0].lease
 

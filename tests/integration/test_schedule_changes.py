@@ -59,14 +59,15 @@ def test_an_agent_reads_only_the_changed_schedules_and_drops_a_deleted_one(dsn: 
         agent.job(name)(lambda run: None)
     agent.start()
     try:
-        wait_for(lambda: len(agent._schedules) == len(JOBS), "the schedules read", timeout=10)
-        before = dict(agent._schedules)
+        wait_for(lambda: len(agent.claimer._schedules) == len(JOBS), "the schedules read",
+                 timeout=10)
+        before = dict(agent.claimer._schedules)
         sql(dsn, "UPDATE job_schedule SET schedule = '@every 1h' WHERE job_name = 'job001'")
         sql(dsn, "DELETE FROM job_schedule WHERE job_name = 'job002'")
-        wait_for(lambda: "job002" not in agent._schedules
-                 and agent._schedules["job001"][0].schedule == "@every 1h",
+        wait_for(lambda: "job002" not in agent.claimer._schedules
+                 and agent.claimer._schedules["job001"][0].schedule == "@every 1h",
                  "the agent to read the changes", timeout=10)
-        after = agent._schedules
+        after = agent.claimer._schedules
         assert [n for n in JOBS[3:] if after[n] is not before[n]] == []  # kept, not re-read
     finally:
         agent.stop()
@@ -82,18 +83,18 @@ def test_a_re_read_finds_a_change_that_committed_after_a_later_one(store: Store,
     agent.job("late")(_nothing)
     agent.store.open()
     try:
-        agent._refresh_schedules()
+        agent.claimer._refresh_schedules()
         with psycopg.connect(dsn) as slow:
             slow.execute("SET search_path = claimsched, public")
             slow.execute("UPDATE job_schedule SET schedule = '@every 2h' WHERE job_name = 'early'")
             sql(dsn, "UPDATE job_schedule SET schedule = '@every 3h' WHERE job_name = 'late'")
-            agent._schedules_changed(None)  # as after a reconnection: any may have changed
-            agent._refresh_schedules()
-            assert agent._schedules["late"][0].schedule == "@every 3h"
-            assert agent._schedules["early"][0].schedule == "0 3 * * *"
-        agent._schedules_changed(None)
-        agent._refresh_schedules()
-        assert agent._schedules["early"][0].schedule == "@every 2h"
+            agent.claimer.schedules_changed(None)  # any may have changed: as on reconnecting
+            agent.claimer._refresh_schedules()
+            assert agent.claimer._schedules["late"][0].schedule == "@every 3h"
+            assert agent.claimer._schedules["early"][0].schedule == "0 3 * * *"
+        agent.claimer.schedules_changed(None)
+        agent.claimer._refresh_schedules()
+        assert agent.claimer._schedules["early"][0].schedule == "@every 2h"
     finally:
         agent.store.close()
 

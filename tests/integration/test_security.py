@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -23,9 +22,9 @@ from psycopg import errors as pgerrors
 from psycopg import sql as pgsql
 
 from claimsched import Agent, Run
-from claimsched.db import Store
+from claimsched.db import Roles, Store
 from claimsched.tools.postgres import TemporaryPostgres
-from claimsched.tools.processes import python_path, spawn_agent
+from claimsched.tools.processes import python_path, spawn_agent, stop_process
 from tests.helpers.polling import wait_for
 
 from .support import runs
@@ -124,24 +123,14 @@ def password_role(server_dsn: str) -> Iterator[PasswordRole]:
         with psycopg.connect(server_dsn, autocommit=True) as conn:
             conn.execute("SELECT pg_reload_conf()")
         _drop_role(server_dsn, user)
+        _drop_role(server_dsn, f"{user}_operator")
 
 
 def _grant_app_rights(admin_dsn: str, user: str) -> None:
-    """What an app role needs: read and write the rows, nothing else (no DDL, no DELETE)."""
-    role = pgsql.Identifier(user)
-    database = psycopg.conninfo.conninfo_to_dict(admin_dsn)["dbname"]
+    """What an app role needs: `claimsched roles` makes it the agents' role (no DDL, no table
+    writes: every write through claimsched's functions)."""
+    Store(admin_dsn).grant_roles(Roles(agent=user, operator=f"{user}_operator"))
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(
-            pgsql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
-                pgsql.Identifier(str(database)), role
-            )
-        )
-        conn.execute(pgsql.SQL("GRANT USAGE ON SCHEMA claimsched TO {}").format(role))
-        conn.execute(
-            pgsql.SQL(
-                "GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA claimsched TO {}"
-            ).format(role)
-        )
         conn.execute(pgsql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
 
 
@@ -343,8 +332,7 @@ def test_an_agent_process_at_debug_level_never_logs_the_password(
         pg.restart("fast")
         wait_for(lambda: log.read_text().count("run done") >= 3, timeout=30, what="more runs")
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(20)
+        stop_process(process, 20)
     text = log.read_text()
     assert "database unavailable" in text and "agent stopped" in text
     assert _leaks(text) == [], text[-2000:]

@@ -27,7 +27,7 @@ def _schedule(store: Store, name: str = "job", **fields: Any) -> None:
 def test_occurrences_up_to_suspend_until_are_never_claimed(store: Store) -> None:
     _schedule(store, concurrency_policy="Allow")
     sql(store.dsn, "UPDATE job_schedule SET suspend_until = now() - interval '10 seconds'")
-    _, results = store.claim("a", [due(store, "job", past(s)) for s in (20, 10, 5)], 4)
+    _, results = store.claim("a", due(store, "job", past(20), past(10), past(5)), 4)
     assert [r.outcome for r in results] == ["inactive", "inactive", "claimed"]
 
 
@@ -36,7 +36,7 @@ def test_lifting_a_suspension_early_never_makes_what_fell_in_it_due(store: Store
     sql(store.dsn, "UPDATE job_schedule SET suspend_until = now() - interval '30 seconds'")
     store.suspend_schedule("job", store.db_now() + timedelta(hours=1), "maintenance")
     store.resume_schedule("job")  # an hour early: what fell in the suspension stays unrun
-    _, results = store.claim("a", [due(store, "job", past(s)) for s in (40, 20, 5)], 4)
+    _, results = store.claim("a", due(store, "job", past(40), past(20), past(5)), 4)
     assert [r.outcome for r in results] == ["inactive", "inactive", "inactive"]
     assert sql(store.dsn, "SELECT enabled, suspend_until, suspend_reason FROM job_schedule") == [
         (True, None, None)]

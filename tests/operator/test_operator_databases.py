@@ -35,6 +35,13 @@ def owners(dsn: str) -> dict[str, str]:
                                  " WHERE source = 'operator'").fetchall())
 
 
+def rows(dsn: str) -> list[tuple[str, bool, str | None]]:
+    """(job_name, enabled, owner) of every schedule row in that database."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute("SELECT job_name, enabled, owner FROM claimsched.job_schedule "
+                            "ORDER BY job_name").fetchall()
+
+
 def test_database_ref_puts_the_row_in_the_database_its_secret_names(
         served: Served, api: kubernetes.client.CustomObjectsApi,
         core: kubernetes.client.CoreV1Api, operator: Operator, store: Store, dsn: str,
@@ -105,6 +112,11 @@ def test_a_rotated_secret_moves_the_schedule_without_touching_the_claimschedule(
                  "the row in the Secret's database", log=operator.log)
         wait_for(lambda: (c := condition(api, "rotated", "Synced")) and c["status"] == "True",
                  "Synced", log=operator.log)
+    # The row in the database the Secret named before is released (disabled, no owner), not
+    # left firing there.
+    wait_for(lambda: rows(empty_dsn) == [("rotated", False, None)],
+             "the row released in the old database", log=operator.log)
+    assert rows(other_empty_dsn) == [("rotated", True, "default/rotated")]
     generation = api.get_namespaced_custom_object(
         "claimsched.io", "v1alpha1", "default", "claimschedules", "rotated")["metadata"].get(
         "generation")

@@ -204,7 +204,7 @@ def test_the_heartbeat_marks_a_run_it_no_longer_owns_lost_and_frees_its_slot() -
 
     kept, lost = pool.start(lease(1), handler), pool.start(lease(2), handler)
     started.wait(5)
-    beat = Heartbeat(lambda leases: {1}, pool, LOG, DatabaseHealth(LOG, lambda: None))
+    beat = Heartbeat(lambda leases: {1}, pool, DatabaseHealth(LOG, lambda: None))
     beat.renew()
     assert lost.lost.is_set() and not kept.lost.is_set()
     assert [s.run.lease.id for s in pool.slots()] == [1]
@@ -220,7 +220,7 @@ def test_the_heartbeat_gives_up_a_lease_past_its_deadline_while_the_database_is_
     def unreachable(leases: Sequence[Lease]) -> set[int]:
         raise DatabaseUnavailable("cannot reach the database")
 
-    beat = Heartbeat(unreachable, pool, LOG, DatabaseHealth(LOG, lambda: None))
+    beat = Heartbeat(unreachable, pool, DatabaseHealth(LOG, lambda: None))
     beat.renew()
     assert not run.lost.is_set(), "still inside the lease"
     deadline = pool.slots()[0].deadline
@@ -242,7 +242,7 @@ def test_the_heartbeat_backs_off_when_the_database_answers_errors_quickly() -> N
         sent.append(time.monotonic())
         raise DatabaseUnavailable("cannot execute UPDATE in a read-only transaction")
 
-    beat = Heartbeat(read_only, pool, LOG, DatabaseHealth(LOG, lambda: None))
+    beat = Heartbeat(read_only, pool, DatabaseHealth(LOG, lambda: None))
     beat.kick()  # the first renewal at once; what follows is the backoff's business
     stopping = threading.Event()
     thread = threading.Thread(target=beat.loop, args=(stopping,))
@@ -270,7 +270,7 @@ def test_the_watchdog_loses_a_run_at_the_end_of_its_lease_without_asking_the_dat
         hung.wait(10)  # a black-holed connection: no answer, no error
         return set()
 
-    beat = Heartbeat(partitioned, pool, LOG, DatabaseHealth(LOG, lambda: None))
+    beat = Heartbeat(partitioned, pool, DatabaseHealth(LOG, lambda: None))
     stopping = threading.Event()
     # Renewals are due every 0.1 s; the first one hangs. The watchdog has a thread of its own.
     renewing = threading.Thread(target=beat.loop, args=(stopping,))

@@ -22,7 +22,9 @@ SOURCES = [REPO / "agent" / "claimsched", REPO / "operator" / "claimsched_operat
 # -- every statement is parameterized: an AST proof over agent/ and operator/ --------------------
 
 EXECUTORS = {"execute", "executemany", "copy", "stream"}
-SAFE_CALLS = {"query", "schema_sql"}  # statements read from the packaged, reviewed .sql files
+# statements read from the packaged, reviewed .sql files (functions_sql and roles_sql fill in
+# quoted identifiers and literals only: sql.SQL(file).format(Identifier(...), Literal(...)))
+SAFE_CALLS = {"query", "schema_sql", "functions_sql", "roles_sql"}
 SAFE_ITERATORS = {"migration_files"}  # (version, file name, SQL text) of packaged migrations
 COMPOSABLES = {"SQL", "Identifier", "Literal", "Placeholder", "Composed"}
 

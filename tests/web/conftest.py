@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from claimsched.tools.postgres import free_port
+from claimsched.tools.processes import stop_process
 from tests.helpers.polling import wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -51,12 +53,8 @@ def start_web(dsn: str, log: Path) -> Server:
 
 
 def stop_web(server: Server) -> None:
-    server.process.terminate()
-    try:
-        code = server.process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
+    code = stop_process(server.process, 15)
+    if code == -signal.SIGKILL:
         pytest.fail(f"claimsched web did not stop on SIGTERM:\n{server.log.read_text()}")
     assert code == 0, f"claimsched web exited with {code}:\n{server.log.read_text()}"
 

@@ -4,17 +4,21 @@ from .connection import checked_schema, compose, connect, dsn_parses, redact_dsn
 from .listener import NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener, Poller
 from .migrations import SCHEMA_VERSION, ensure_partitions, maintain, migrate, schema_version
 from .owned import OwnedSchedules
+from .roles import AGENT_ROLE, OPERATOR_ROLE, Roles
 from .session import SessionOptions
 from .store import Store
 from .views import Views
 
 __all__ = [
+    "AGENT_ROLE",
     "NOTIFY_RUNS",
     "NOTIFY_SCHEDULES",
+    "OPERATOR_ROLE",
     "SCHEMA_VERSION",
     "Listener",
     "OwnedSchedules",
     "Poller",
+    "Roles",
     "SessionOptions",
     "Store",
     "Views",

@@ -11,7 +11,7 @@ from psycopg import sql
 
 from ..errors import SchemaMismatch
 from .connection import search_path
-from .queries import migration_files, query, schema_sql
+from .queries import functions_sql, migration_files, query, schema_sql
 
 log = logging.getLogger("claimsched.migrations")
 
@@ -83,8 +83,15 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> list[int]:
                     conn.execute(text)
                     conn.execute(query("record_version"), {"version": version})
                     applied.append(version)
+        apply_functions(conn, schema)
         ensure_partitions(conn)
     return applied
+
+
+def apply_functions(conn: psycopg.Connection[Any], schema: str) -> None:
+    """(Re)create the functions agents and the operator write through (sql/functions.sql):
+    code, not schema, so every migrate applies the current ones."""
+    conn.execute(functions_sql(schema))
 
 
 def _month_start(moment: datetime, months_ahead: int = 0) -> datetime:

@@ -13,7 +13,8 @@ from ..specs import SPEC_COLUMNS, SUSPENSION_COLUMNS
 #: the job name), so that the list is written once, in specs.py, and never drifts:
 #: {spec_columns} the column names, {spec_values} their %(name)s parameters, {spec_excluded}
 #: and {spec_current} the same columns of EXCLUDED and of the row `s`; {spec_upserted} those of
-#: EXCLUDED, but a code declaration keeps its own row's suspension (SUSPENSION_COLUMNS).
+#: EXCLUDED, but a code declaration keeps its own row's suspension (SUSPENSION_COLUMNS);
+#: {spec_fields} those of the record `spec` (sql/functions.sql).
 
 
 def _upserted(column: str) -> sql.Composable:
@@ -31,10 +32,11 @@ SPEC_LISTS = {
     "spec_excluded": sql.SQL(", ").join(sql.Identifier("excluded", c) for c in SPEC_COLUMNS),
     "spec_current": sql.SQL(", ").join(sql.Identifier("s", c) for c in SPEC_COLUMNS),
     "spec_upserted": sql.SQL(", ").join(map(_upserted, SPEC_COLUMNS)),
+    "spec_fields": sql.SQL(", ").join(sql.Identifier("spec", c) for c in SPEC_COLUMNS),
 }
 
 
-def _sql_text(name: str) -> str:
+def sql_text(name: str) -> str:
     return (resources.files("claimsched") / "sql" / name).read_text(encoding="utf-8")
 
 
@@ -49,7 +51,7 @@ def queries() -> dict[str, str]:
     for file_name in QUERY_FILES:
         name: str | None = None
         body: list[str] = []
-        for line in [*_sql_text(file_name).splitlines(), "-- name: <end>"]:
+        for line in [*sql_text(file_name).splitlines(), "-- name: <end>"]:
             if line.startswith("-- name:"):
                 if name:
                     if name in found:
@@ -71,7 +73,13 @@ def query(name: str) -> str | sql.Composed:
 
 
 def schema_sql() -> str:
-    return _sql_text("schema.sql")
+    return sql_text("schema.sql")
+
+
+def functions_sql(schema: str) -> sql.Composed:
+    """sql/functions.sql for `schema`: its name and the spec column lists filled in."""
+    return sql.SQL(sql_text("functions.sql")).format(
+        schema=sql.Identifier(schema), **SPEC_LISTS)
 
 
 def migration_files() -> list[tuple[int, str, str]]:

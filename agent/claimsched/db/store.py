@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -13,6 +14,7 @@ from typing import Any, TypeVar
 import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
 from ..errors import InvalidSpec, UnknownJob
 from ..health import retry_conflicts
@@ -32,6 +34,7 @@ from .identity import IdentityWatch, read_identity
 from .listener import Listener, Poller
 from .queries import query
 from .receipts import Receipts
+from .roles import Roles, grant_roles
 from .session import Pooling, SessionOptions, detect_pooling, pooling_note
 
 log = logging.getLogger("claimsched.store")
@@ -52,6 +55,11 @@ def _lease(row: dict[str, Any]) -> Lease:
     # numeric columns arrive as Decimal: a lease's seconds are floats to the agent
     return dataclasses.replace(lease, lease_seconds=float(lease.lease_seconds),
                                heartbeat_seconds=float(lease.heartbeat_seconds))
+
+
+def spec_json(spec: JobSpec) -> Jsonb:
+    """A schedule's row as the jsonb the functions that write one take (sql/functions.sql)."""
+    return Jsonb(spec.row(), dumps=lambda row: json.dumps(row, default=datetime.isoformat))
 
 
 def claim_params(agent_id: str, candidates: Sequence[Candidate], capacity: int) -> dict[str, Any]:
@@ -188,6 +196,11 @@ class Store:
         with translated(), self._unhurried() as conn:
             return migrations.migrate(conn, self.schema)
 
+    def grant_roles(self, roles: Roles) -> None:
+        """Create or update the agent's and the operator's roles (db/roles.py)."""
+        with translated(), self._unhurried() as conn:
+            grant_roles(conn, self.schema, roles)
+
     def check_version(self) -> None:
         with self.connection() as conn:
             migrations.check_version(conn)
@@ -233,8 +246,9 @@ class Store:
     def upsert_schedule(self, spec: JobSpec) -> Written:
         """Write a code declaration's or the CLI's schedule, unless another owner holds the job
         (then `held_by` names it; see claimsched.ownership)."""
+        statement = "declare_schedule" if spec.source == "code" else "upsert_schedule"
         with self.connection() as conn:
-            row = conn.execute(query("upsert_schedule"), spec.row()).fetchone()
+            row = conn.execute(query(statement), {"spec": spec_json(spec)}).fetchone()
         assert row is not None
         return Written.from_row(row, spec.source, spec.owner)
 

@@ -122,27 +122,6 @@ LEFT JOIN LATERAL (
 ) streak ON true
 
 -- name: operator_trigger_run
--- A claimsched.io/trigger value asks for one manual run. The trigger's key is inserted with the
--- run, in one statement: whoever comes second with the same key (a retry after a crash, another
--- operator) inserts neither. `known`: the job has a row; `keyed`: the key is new (its fire time,
--- the database's now nudged off whole seconds, so never a scheduled occurrence's key);
--- `requested`: the run is new (NULL with a new key: the fire time was taken, roll back).
-WITH job AS (
-    SELECT s.job_name FROM job_schedule s WHERE s.job_name = %(job_name)s
-), keyed AS (
-    INSERT INTO job_triggers (trigger_key, job_name, fire_time)
-    SELECT %(trigger_key)s, job.job_name,
-           now() + CASE WHEN date_trunc('second', now()) = now()
-                        THEN interval '1 microsecond' ELSE interval '0' END
-    FROM job
-    ON CONFLICT (trigger_key) DO NOTHING
-    RETURNING job_name, fire_time
-), requested AS (
-    INSERT INTO job_runs (job_name, fire_time, kind, status, attempt)
-    SELECT keyed.job_name, keyed.fire_time, 'manual', 'pending', 0 FROM keyed
-    ON CONFLICT (job_name, fire_time) DO NOTHING
-    RETURNING fire_time
-)
-SELECT EXISTS (SELECT 1 FROM job) AS known,
-       (SELECT fire_time FROM keyed) AS keyed,
-       (SELECT fire_time FROM requested) AS requested
+-- A claimsched.io/trigger value asks for one manual run, once per trigger key.
+-- The statement and what it decides: sql/functions.sql's cs_trigger_run.
+SELECT * FROM cs_trigger_run(%(job_name)s, %(trigger_key)s)

@@ -1,13 +1,18 @@
-"""Real agent processes: `claimsched agent MODULE:ATTR`, its output in a log file.
+"""Real processes: `claimsched agent MODULE:ATTR` with its output in a log file, and the one way
+to stop a process (SIGTERM, a grace, then SIGKILL).
 
-The demo, the benchmarks and the process tests all run their replicas through this one launcher.
+The demo, the benchmarks and the process tests all run their replicas through this one launcher,
+and the benchmarks and tests stop every process they start through `stop_process`.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,3 +36,26 @@ def spawn_agent(
             stderr=subprocess.STDOUT,
             **popen,
         )
+
+
+def stop_process(process: subprocess.Popen[Any], grace: float) -> int:
+    """SIGTERM, up to `grace` seconds to exit, then SIGKILL; returns the exit code (-SIGKILL:
+    it had to be killed)."""
+    (code,) = stop_processes([process], grace)
+    return code
+
+
+def stop_processes(processes: Sequence[subprocess.Popen[Any]], grace: float) -> list[int]:
+    """`stop_process` for several at once: all get SIGTERM, then share the one grace."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    codes = []
+    for process in processes:
+        try:
+            codes.append(process.wait(max(0.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            codes.append(process.wait(10))
+    return codes

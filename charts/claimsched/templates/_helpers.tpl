@@ -67,9 +67,19 @@ app.kubernetes.io/component: operator
 {{- end }}
 {{- end }}
 
-{{/* "true" when the operator serves all namespaces (no namespace list given). */}}
+{{/* "true" when the operator serves all namespaces (watch.allNamespaces, an opt-in). */}}
 {{- define "claimsched.clusterWide" -}}
-{{- if .Values.watch.namespaces }}false{{ else }}true{{ end }}
+{{- if .Values.watch.allNamespaces }}
+{{- if .Values.watch.namespaces }}
+{{- fail "watch: set either allNamespaces or namespaces, not both" }}
+{{- end }}true
+{{- else }}false{{ end }}
+{{- end }}
+
+{{/* The namespaces served when not cluster-wide, as a JSON list: watch.namespaces, or else
+the release's own namespace (one team's operator sees one team's ClaimSchedules). */}}
+{{- define "claimsched.watchedNamespaces" -}}
+{{- toJson (.Values.watch.namespaces | default (list .Release.Namespace)) }}
 {{- end }}
 
 {{/* "true" when kopf peering is on: asked for, or implied by several replicas. */}}

@@ -1,0 +1,279 @@
+"""The claim loop: reads schedules, reclaims runs that want an owner, claims due occurrences.
+
+It wakes when told to (a NOTIFY, a freed slot, a retry falling due, a recovered database) or
+when the next occurrence is due, asks the planner what to claim, lets the database decide, and
+hands each lease it won to the workers.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from . import metrics
+from .claims import SETTLED, Planner
+from .clock import DbClock
+from .db import Store
+from .errors import DatabaseError, InvalidSchedule
+from .health import DatabaseHealth, retry_conflicts
+from .logs import AgentLog
+from .records import Lease, describe_owner, released
+from .schedules import Schedule
+from .specs import JobSpec, ScheduleRecord
+from .workers import Handler, Workers
+
+RETRY_WAIT = 0.5  # seconds before retrying an occurrence that was deferred (Forbid, busy)
+NOT_DUE_WAIT = 0.01  # seconds before asking again when the database said "not due yet"
+FULL_WAIT = 5.0  # seconds to sleep with every slot busy; a finishing run wakes the loop earlier
+
+
+@dataclass
+class Claimer:
+    """Claims this agent's share of due occurrences and starts their handlers.
+
+    `handlers` and `declared` are the agent's registrations (read, never changed here);
+    `wake` is set by whoever has news for the loop, `stopping` ends it. `refresh_seconds` is
+    how often schedules are re-read without a notification, `jitter_seconds` how much later
+    than its fire time a replica may ask for an occurrence (so replicas spread).
+    """
+
+    store: Store
+    agent_id: str
+    handlers: Mapping[str, Handler]
+    declared: Mapping[str, JobSpec]
+    workers: Workers
+    planner: Planner
+    clock: DbClock
+    log: AgentLog
+    health: DatabaseHealth
+    wake: threading.Event
+    stopping: threading.Event
+    refresh_seconds: float
+    jitter_seconds: float
+    # What the loop has learnt; set by the methods below only.
+    _schedules: dict[str, tuple[ScheduleRecord, Schedule]] = field(init=False, default_factory=dict)
+    _warned: set[str] = field(init=False, default_factory=set)  # handlers without a schedule
+    _overridden: dict[str, str] = field(init=False, default_factory=dict)  # job -> its owner
+    _dirty: bool = field(init=False, default=True)  # any schedule may have changed
+    _changed: set[str] = field(init=False, default_factory=set)  # these have (NOTIFY named them)
+    _changed_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+    _names: list[str] = field(init=False, default_factory=list)
+    _reclaim: bool = field(init=False, default=True)  # look for runs that want an owner
+    _catch_up: bool = field(init=False, default=False)  # look back over the catch-up windows
+    _next_retry: float | None = field(init=False, default=None)  # monotonic
+    _refreshed_at: float = field(init=False, default=0.0)  # monotonic
+
+    @property
+    def names(self) -> list[str]:
+        """The handlers' jobs, sorted (kept: with 100,000 jobs, sorting them for every reclaim
+        statement was a cost of its own; handlers are only ever added, before the start)."""
+        if len(self._names) != len(self.handlers):
+            self._names = sorted(self.handlers)
+        return self._names
+
+    # -- what wakes the loop -----------------------------------------------------------------
+
+    def schedules_changed(self, names: set[str] | None = None) -> None:
+        """These schedules were written (None: any may have been): read them again on the
+        next pass, now."""
+        if names is None:
+            self._dirty = True
+        else:
+            with self._changed_lock:
+                self._changed |= names
+        self.wake.set()
+
+    def recovered(self) -> None:
+        """The database is back (or another one): look back over every catch-up window."""
+        self._catch_up = True
+        self._dirty = True
+        self._reclaim = True
+        self.wake.set()
+
+    def want_reclaim(self) -> None:
+        """Runs may want an owner (orphans, requests, retries): look on the next pass, now."""
+        self._reclaim = True
+        self.wake.set()
+
+    def retry_at(self, when: datetime) -> None:
+        """A failed run will want an owner at `when`: wake up then to reclaim it."""
+        at = time.monotonic() + max(0.0, self.clock.seconds_until(when))
+        self._next_retry = at if self._next_retry is None else min(self._next_retry, at)
+        self.wake.set()
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def loop(self) -> None:
+        delay = 0.0
+        while not self.stopping.is_set():
+            self.wake.wait(delay)
+            self.wake.clear()
+            if self.stopping.is_set():
+                return
+            try:
+                delay = self.claim_pass()
+                self.health.succeeded()
+            except DatabaseError as exc:
+                delay = self.health.failed(exc)
+
+    def claim_pass(self) -> float:
+        """One wake-up: re-read schedules if needed, reclaim, claim. Returns seconds to sleep."""
+        if self._catch_up:
+            self._catch_up = False
+            self.planner.forget()
+        if (self._dirty or self._changed
+                or time.monotonic() - self._refreshed_at > self.refresh_seconds):
+            self._refresh_schedules()
+        if self._next_retry is not None and time.monotonic() >= self._next_retry:
+            self._next_retry, self._reclaim = None, True
+        if self._reclaim and self.workers.free():
+            self._reclaim = False
+            for lease in self.store.reclaim(
+                self.agent_id, self.names, self.workers.free(), self._claiming
+            ):
+                metrics.RECLAIMS.labels(lease.job_name).inc()
+                self._start(lease, "reclaimed")
+        capacity = self.workers.free()
+        if not capacity:
+            return FULL_WAIT  # a finishing run wakes the loop
+        if not self._schedules:
+            return self._sleep_seconds()
+        candidates = self.planner.plan(self._schedules, self.clock.now(), capacity)
+        if not candidates:
+            return self._sleep_seconds()
+        sent = time.time()
+        claimed = self.store.claim(self.agent_id, candidates, capacity, self._claiming)
+        if claimed is None:
+            return 0.0  # stopping: the loop ends
+        db_now, results = claimed
+        self.clock.observe(db_now, sent, time.time())
+        for result in results:
+            metrics.CLAIMS.labels(result.job_name, result.outcome).inc()
+            if result.lease is not None:
+                self._start(result.lease, "claimed")
+        blocked = self.planner.learn(results)
+        if "stale" in blocked:  # the schedule changed since we read it: read it, plan again
+            self.schedules_changed({r.job_name for r in results if r.outcome == "stale"})
+            return 0.0
+        if "not_due" in blocked:
+            return NOT_DUE_WAIT  # our clock estimate ran ahead; the offset is corrected now
+        progressed = any(result.outcome in SETTLED for result in results)
+        if "no_capacity" in blocked or (self.planner.truncated and progressed):
+            # Races lost to other replicas left slots free: try the remaining ones at once.
+            return 0.0 if self.workers.free() else FULL_WAIT
+        if "deferred" in blocked:
+            return RETRY_WAIT
+        return self._sleep_seconds()
+
+    def _claiming(self) -> bool:
+        return not self.stopping.is_set()
+
+    def _sleep_seconds(self) -> float:
+        delay = self.refresh_seconds
+        nxt = self.planner.next_due(self._schedules, self.clock.now())
+        if nxt is not None:
+            delay = min(
+                delay, self.clock.seconds_until(nxt) + random.uniform(0, self.jitter_seconds)
+            )
+        if self._next_retry is not None:
+            delay = min(delay, self._next_retry - time.monotonic())
+        return max(0.0, delay)
+
+    def _start(self, lease: Lease, how: str) -> None:
+        late = (lease.started_at - lease.fire_time).total_seconds()
+        if how == "claimed" and late > 2 * max(self.jitter_seconds, 1.0):
+            metrics.CATCH_UP.labels(lease.job_name).inc()
+        self.log.debug(
+            "%s %s",
+            how,
+            lease.job_name,
+            extra={
+                "job": lease.job_name,
+                "fire_time": lease.fire_time.isoformat(),
+                "attempt": lease.attempt,
+                "action": how,
+            },
+        )
+        self.workers.start(lease, self.handlers[lease.job_name])
+
+    # -- schedules ---------------------------------------------------------------------------
+
+    def declare(self, spec: JobSpec) -> None:
+        """Write a code declaration (at start, and when its row was released or is gone)."""
+        written = retry_conflicts(functools.partial(self.store.upsert_schedule, spec))
+        self._owned_by(spec.job_name, written.held_by)
+
+    def _owned_by(self, name: str, held_by: str | None) -> None:
+        """Say so, once per owner, when another owner overrides a declaration in code."""
+        if held_by is None:
+            self._overridden.pop(name, None)
+        elif self._overridden.get(name) != held_by:
+            self._overridden[name] = held_by
+            self.log.warning(
+                "job %s: its declaration in code is overridden by %s, whose schedule runs; "
+                "it applies again once that owner releases the job", name, held_by,
+                extra={"job": name, "owner": held_by, "action": "overridden"},
+            )
+
+    def _refresh_schedules(self) -> None:
+        """Read the schedules that changed: those notifications named, or, when any may have
+        (start, reconnection, the periodic re-read), those whose last change is not the one
+        held. Unchanged ones keep their entry: the planner looks only at the new ones."""
+        with self._changed_lock:
+            names, self._changed = self._changed, set()
+        held = self._schedules
+        if self._dirty or time.monotonic() - self._refreshed_at > self.refresh_seconds:
+            self._dirty = False
+            self._refreshed_at = time.monotonic()
+            if not held:
+                names = set(self.handlers)
+            else:
+                versions = self.store.schedule_versions()
+                names |= {name for name in self.handlers if versions.get(name) != (
+                    held[name][0].updated_at if name in held else None)}
+        names &= self.handlers.keys()
+        if not names:
+            return
+        records = self._read(names)
+        orphaned = [spec for name, spec in self.declared.items() if name in names and (
+            name not in records or released(records[name].source, records[name].owner))]
+        for spec in orphaned:  # a ClaimSchedule let go of it: the declaration takes it back
+            self.declare(spec)
+        if orphaned:
+            records = self._read(names)
+        for name in self.declared.keys() & records.keys():
+            found = records[name]
+            self._owned_by(name, None if found.source == "code"
+                           else describe_owner(found.source, found.owner))
+        schedules = dict(held)  # a new mapping: the planner sees which entries are new
+        for name in sorted(names):
+            record = records.get(name)
+            schedules.pop(name, None)
+            if record is None:
+                if name not in self._warned:
+                    self._warned.add(name)
+                    self.log.warning(
+                        "job %s has a handler but no schedule yet; it will run once one exists",
+                        name,
+                        extra={"job": name, "action": "no_schedule"},
+                    )
+                continue
+            if name in held and held[name][0] == record:
+                schedules[name] = held[name]
+                continue
+            try:
+                schedules[name] = (record, record.parsed)
+            except InvalidSchedule as exc:
+                self.log.error("job %s: stored schedule is invalid: %s", name, exc)
+        self._schedules = schedules
+
+    def _read(self, names: set[str]) -> dict[str, ScheduleRecord]:
+        """The rows of these schedules: all of them at once when that is most of them."""
+        everything = len(names) * 2 > len(self._schedules) and len(names) > 1000
+        found = self.store.load_schedules(None if everything else sorted(names))
+        return {r.job_name: r for r in found if r.job_name in names}

@@ -1,0 +1,71 @@
+"""`claimsched migrate`, `maintain` and `roles`: the schema, its partitions, its database roles."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .. import tables
+from ..db import AGENT_ROLE, OPERATOR_ROLE, Roles
+from .common import Add, open_store
+
+
+def migrate(args: argparse.Namespace) -> int:
+    store = open_store(args, check=False)
+    try:
+        with tables.progress("migrating"):
+            applied = store.migrate()
+        version = store.schema_version()
+    finally:
+        store.close()
+    summary = {"applied": applied, "schema_version": version, "schema": args.schema}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        done = ", ".join(map(str, applied)) if applied else "nothing to do"
+        print(f"schema {args.schema} at version {version} (applied: {done})")
+    return 0
+
+
+def maintain(args: argparse.Namespace) -> int:
+    store = open_store(args, check=False)
+    try:
+        with tables.progress("maintaining partitions and retention"):
+            summary = store.maintain(args.retention_days)
+    finally:
+        store.close()
+    print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
+    return 0
+
+
+def roles(args: argparse.Namespace) -> int:
+    names = Roles(agent=args.agent_role, operator=args.operator_role)
+    store = open_store(args)
+    try:
+        store.grant_roles(names)
+    finally:
+        store.close()
+    summary = {"agent_role": names.agent, "operator_role": names.operator, "schema": args.schema}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"roles {names.agent} (agents) and {names.operator} (operator, CLI) can use schema "
+              f"{args.schema}; give each a password with ALTER ROLE ... PASSWORD")
+    return 0
+
+
+def register(add: Add) -> None:
+    add("migrate", migrate, "create or upgrade claimsched's tables (idempotent)")
+    add(
+        "maintain", maintain, "create partitions ahead, drop history past retention"
+    ).add_argument("--retention-days", type=int, default=90, help="keep this many days (90)")
+    command = add("roles", roles, "create or update the agents' and the operator's database "
+                  "roles: agents write only through fenced functions (run as the schema's owner, "
+                  "after migrate; idempotent)")
+    command.add_argument("--agent-role", default=AGENT_ROLE, metavar="NAME",
+                         help=f"the apps' agents' role (default {AGENT_ROLE})")
+    command.add_argument("--operator-role", default=OPERATOR_ROLE, metavar="NAME",
+                         help=f"the operator's and the CLI's role (default {OPERATOR_ROLE})")
+    command.epilog = ("No password is set: give one with ALTER ROLE <name> PASSWORD '...' (or log "
+                      "in with certificates or your cloud's IAM). Run agents with "
+                      "CLAIMSCHED_MIGRATE=false.")

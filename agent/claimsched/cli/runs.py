@@ -1,0 +1,81 @@
+"""`claimsched runs` and `claimsched status`: recent runs, and whether a job's last one happened."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..db import Views
+from ..errors import ClaimschedError, UnknownJob
+from ..web.model import summary
+from ..web.verdict import LATE_AFTER_SECONDS, judge
+from .common import Add, emit, iso, open_store
+
+
+def runs(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    try:
+        found = store.list_runs(args.job, args.status, args.limit)
+    finally:
+        store.close()
+    rows = [
+        {
+            **r,
+            **{
+                k: iso(r[k])
+                for k in ("fire_time", "started_at", "finished_at", "lease_until", "retry_at")
+            },
+        }
+        for r in found
+    ]
+    emit(
+        args,
+        rows,
+        [
+            "id",
+            "job_name",
+            "fire_time",
+            "kind",
+            "status",
+            "attempt",
+            "claimed_by",
+            "started_at",
+            "finished_at",
+            "orphan_count",
+            "error",
+        ],
+        "runs",
+    )
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    """Exit 0 when the job's last due occurrence is healthy, 2 when not (1: could not tell)."""
+    store = open_store(args)
+    try:
+        found = summary(Views(store), args.job)  # the web view's reading of occurrences
+    finally:
+        store.close()
+    if found is None:
+        raise UnknownJob(f"no schedule for job {args.job!r}")
+    if found.problem is not None:
+        raise ClaimschedError(f"job {args.job}: {found.problem}")
+    health = judge(found, found.window.now, args.late_after)
+    print(json.dumps(health.json()) if args.json else health.line())
+    return 0 if health.healthy else 2
+
+
+def register(add: Add) -> None:
+    listing = add("runs", runs, "list recent runs, newest first")
+    listing.add_argument("--job")
+    listing.add_argument(
+        "--status", choices=["pending", "running", "done", "failed", "orphaned", "skipped"]
+    )
+    listing.add_argument("--limit", type=int, default=50)
+    check = add("status", status, "did JOB's last due occurrence happen? One line; exit 0 "
+                "if healthy (done, running, skipped, due, suspended), 2 if not (failed, missed, "
+                "late, disabled): a health check")
+    check.add_argument("job")
+    check.add_argument("--late-after", type=int, default=LATE_AFTER_SECONDS, metavar="SECONDS",
+                       help="an occurrence with no run started this long after its fire time "
+                       f"is late (default {LATE_AFTER_SECONDS})")

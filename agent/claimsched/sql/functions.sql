@@ -1,0 +1,485 @@
+-- claimsched: the functions through which agents (and the operator, for runs) write. Code, not
+-- schema: `claimsched migrate` applies this whole file again, with CREATE OR REPLACE, inside its
+-- migration-lock transaction, after the schema and its migrations. Change a statement here and
+-- re-run migrate; no migration needed. (A change of a function's arguments or result columns
+-- needs a DROP FUNCTION IF EXISTS of the old signature before it, and `claimsched roles` again:
+-- a dropped function loses its grants.)
+--
+-- Every function is SECURITY DEFINER: it runs with the rights of the role that ran migrate (the
+-- schema's owner), so the roles of `claimsched roles` write nothing but through these fenced
+-- statements. Each one fixes its search_path: claimsched's schema (current_schema(), the
+-- payload of its NOTIFY, names it; only its owner may create objects in it), then pg_catalog,
+-- then pg_temp, last, so that no caller's temporary table or function can stand in for ours.
+-- EXECUTE is revoked from PUBLIC at the end of this file: `claimsched roles` grants it.
+--
+-- The schema's quoted name and the spec column lists of db/queries.py (in braces) are
+-- filled in when migrate applies the file (so: no other braces in this file).
+-- Parameters are p_<name> (plpgsql would confuse them with columns); `#variable_conflict
+-- use_column` lets the result columns share the names of the table columns they return.
+-- plpgsql with RETURN QUERY: the plan of each statement is cached per session, as a prepared
+-- statement's would be.
+
+-- Claim due occurrences in one statement. Candidates come in as parallel arrays, in this
+-- replica's preferred order; `want` is 'running' (run it) or 'skipped' (record why not, in
+-- `reason`); `latest` marks a job's newest due occurrence. The database decides: not yet due by
+-- its clock, schedule inactive, already taken, Forbid and busy (skip the latest, defer older
+-- ones; of a Forbid job's free occurrences only the oldest may run now), or beyond this
+-- replica's free slots, or computed from a schedule that has changed since (`since`, the
+-- schedule's active_since when the replica read it: 'stale', the replica re-reads it).
+-- Returns one row per candidate with its outcome,
+-- plus the database clock (mid-statement); Replace fences out the job's older running runs.
+-- Forbid's busy test is forbid_in_progress(), which locks the job first and reads after the
+-- lock: a run that a racing claim or reclaim started is seen (it is called only when some
+-- Forbid candidate may run, so claims of Allow and Replace jobs never pay for it).
+-- Rows are inserted in one global order (job, fire time) so concurrent claims never deadlock.
+-- Called by: agents (`claimsched roles`).
+CREATE OR REPLACE FUNCTION cs_claim(
+    p_agent_id text, p_capacity integer, p_jobs text[], p_fire_times timestamptz[],
+    p_wants text[], p_reasons text[], p_latest boolean[], p_since timestamptz[])
+RETURNS TABLE (job_name text, fire_time timestamptz, outcome text, id bigint, attempt integer,
+               lease_until timestamptz, started_at timestamptz, lease_seconds integer,
+               heartbeat_seconds integer, max_attempts integer, retry_on_failure boolean,
+               notified boolean, db_now timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
+WITH cand AS (
+    SELECT c.ord, c.job_name, c.fire_time, c.want, c.reason, c.latest,
+           s.lease_seconds, s.heartbeat_seconds, s.max_attempts, s.retry_on_failure,
+           s.concurrency_policy,
+           CASE
+               WHEN s.job_name IS NULL OR NOT s.enabled
+                    OR c.fire_time <= greatest(s.active_since, s.suspend_until)
+                   THEN 'inactive'
+               WHEN c.since IS DISTINCT FROM s.active_since THEN 'stale'
+               WHEN c.fire_time > now() THEN 'not_due'
+               WHEN EXISTS (SELECT 1 FROM job_runs r
+                            WHERE r.job_name = c.job_name AND r.fire_time = c.fire_time)
+                   THEN 'taken'
+               ELSE c.want
+           END AS first_verdict
+    FROM unnest(p_jobs, p_fire_times, p_wants, p_reasons, p_latest, p_since)
+         WITH ORDINALITY AS c(job_name, fire_time, want, reason, latest, since, ord)
+    LEFT JOIN job_schedule s ON s.job_name = c.job_name
+),
+busy AS (
+    SELECT DISTINCT b.job_name
+    FROM forbid_in_progress(ARRAY(SELECT DISTINCT cand.job_name FROM cand
+                                  WHERE cand.first_verdict = 'running'
+                                    AND cand.concurrency_policy = 'Forbid')) AS b
+),
+decided AS (
+    SELECT cand.*,
+           CASE WHEN cand.first_verdict <> 'running' OR cand.concurrency_policy <> 'Forbid'
+                    THEN cand.first_verdict
+                WHEN cand.job_name IN (SELECT busy.job_name FROM busy)
+                    THEN CASE WHEN cand.latest THEN 'busy' ELSE 'deferred' END
+                WHEN row_number() OVER (PARTITION BY cand.job_name, cand.first_verdict
+                                        ORDER BY cand.fire_time) > 1
+                    THEN 'deferred'
+                ELSE cand.first_verdict END AS verdict
+    FROM cand
+),
+ranked AS (
+    SELECT decided.*,
+           row_number() OVER (PARTITION BY decided.verdict = 'running'
+                              ORDER BY decided.ord) AS slot
+    FROM decided
+),
+chosen AS (
+    SELECT * FROM ranked
+    WHERE ranked.verdict IN ('skipped', 'busy')
+       OR (ranked.verdict = 'running' AND ranked.slot <= p_capacity)
+),
+ins AS (
+    INSERT INTO job_runs (job_name, fire_time, kind, status, claimed_by, lease_until, attempt,
+                          started_at, finished_at, error)
+    SELECT ch.job_name, ch.fire_time, 'scheduled',
+           CASE WHEN ch.verdict = 'running' THEN 'running' ELSE 'skipped' END,
+           p_agent_id,
+           CASE WHEN ch.verdict = 'running'
+                THEN now() + make_interval(secs => ch.lease_seconds) END,
+           1, now(),
+           CASE WHEN ch.verdict = 'running' THEN NULL ELSE now() END,
+           CASE WHEN ch.verdict = 'busy'
+                THEN 'skipped: the previous run is still running (concurrencyPolicy Forbid)'
+                WHEN ch.verdict = 'skipped' THEN ch.reason END
+    FROM chosen ch
+    ORDER BY ch.job_name, ch.fire_time
+    ON CONFLICT (job_name, fire_time) DO NOTHING
+    RETURNING job_runs.id, job_runs.job_name, job_runs.fire_time, job_runs.status,
+              job_runs.attempt, job_runs.lease_until, job_runs.started_at
+),
+replaced AS (
+    UPDATE job_runs r
+    SET status = 'failed', finished_at = now(), lease_until = now(),
+        error = 'replaced by the occurrence at ' || ins.fire_time || ' (concurrencyPolicy Replace)'
+    FROM ins JOIN job_schedule rs ON rs.job_name = ins.job_name
+    WHERE rs.concurrency_policy = 'Replace' AND ins.status = 'running'
+      AND r.job_name = ins.job_name AND r.status = 'running' AND r.fire_time < ins.fire_time
+    RETURNING r.id
+)
+SELECT c.job_name, c.fire_time,
+       CASE WHEN i.id IS NOT NULL THEN
+                CASE WHEN i.status = 'running' THEN 'claimed' ELSE 'skipped' END
+            WHEN c.verdict = 'running' AND c.slot > p_capacity THEN 'no_capacity'
+            WHEN c.verdict IN ('running', 'skipped', 'busy') THEN 'taken'
+            ELSE c.verdict END,
+       i.id, i.attempt, i.lease_until, i.started_at,
+       c.lease_seconds, c.heartbeat_seconds, c.max_attempts, c.retry_on_failure,
+       CASE WHEN EXISTS (SELECT 1 FROM replaced)
+            THEN pg_notify('claimsched_runs', current_schema())::text = '' END,
+       now() + (clock_timestamp() - now()) / 2
+FROM (SELECT now()) AS clock
+LEFT JOIN ranked c ON true
+LEFT JOIN ins i ON i.job_name = c.job_name AND i.fire_time = c.fire_time
+ORDER BY c.ord;
+END
+$$;
+
+-- Take over runs that want an owner: manual/backfill requests (pending) whose fire time has
+-- come, orphans (first: they are runs in progress), and failed runs whose retry is due.
+-- attempt + 1 is the new fencing token. A Forbid job starts at most one run, and none while
+-- another of its runs is in progress (read by forbid_in_progress(), after its lock); an
+-- orphan yields only to a running run or an older orphan.
+-- Called by: agents (`claimsched roles`).
+CREATE OR REPLACE FUNCTION cs_reclaim(p_agent_id text, p_jobs text[], p_capacity integer)
+RETURNS TABLE (id bigint, job_name text, fire_time timestamptz, kind text, attempt integer,
+               lease_until timestamptz, started_at timestamptz, orphan_count integer,
+               lease_seconds integer, heartbeat_seconds integer, max_attempts integer,
+               retry_on_failure boolean, db_now timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
+WITH picked AS (
+    SELECT r.id, r.job_name, r.fire_time, r.status
+    FROM job_runs r
+    WHERE r.job_name = ANY(p_jobs)
+      AND ((r.status = 'pending' AND r.fire_time <= now()) OR r.status = 'orphaned'
+           OR (r.status = 'failed' AND r.retry_at <= now()))
+    ORDER BY r.status = 'orphaned' DESC, r.fire_time
+    LIMIT p_capacity
+    FOR UPDATE OF r SKIP LOCKED
+),
+forbid AS (
+    SELECT p.*, row_number() OVER (PARTITION BY p.job_name
+                                   ORDER BY p.status = 'orphaned' DESC, p.fire_time) AS nth
+    FROM picked p JOIN job_schedule s ON s.job_name = p.job_name
+    WHERE s.concurrency_policy = 'Forbid'
+),
+busy AS (
+    SELECT * FROM forbid_in_progress(ARRAY(SELECT DISTINCT f.job_name FROM forbid f))
+),
+taken AS (
+    SELECT p.id, p.fire_time FROM picked p
+    WHERE NOT EXISTS (
+        SELECT 1 FROM forbid f
+        WHERE f.id = p.id AND f.fire_time = p.fire_time
+          AND (f.nth > 1
+               OR EXISTS (SELECT 1 FROM busy b
+                          WHERE b.job_name = f.job_name AND b.id <> f.id
+                            AND (b.status = 'running' OR f.status <> 'orphaned'
+                                 OR b.fire_time < f.fire_time))))
+)
+UPDATE job_runs r
+SET status = 'running', attempt = r.attempt + 1, claimed_by = p_agent_id,
+    lease_until = now() + make_interval(secs => s.lease_seconds), started_at = now(),
+    finished_at = NULL, retry_at = NULL
+FROM taken, job_schedule s
+WHERE r.id = taken.id AND r.fire_time = taken.fire_time AND s.job_name = r.job_name
+RETURNING r.id, r.job_name, r.fire_time, r.kind, r.attempt, r.lease_until, r.started_at,
+          r.orphan_count, s.lease_seconds, s.heartbeat_seconds, s.max_attempts,
+          s.retry_on_failure, now();
+END
+$$;
+
+-- Renew the leases this agent still owns, all in one statement; a missing id is a lost lease.
+-- Called by: agents (`claimsched roles`).
+CREATE OR REPLACE FUNCTION cs_heartbeat(
+    p_agent_id text, p_ids bigint[], p_fire_times timestamptz[], p_attempts integer[],
+    p_leases double precision[])
+RETURNS TABLE (id bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
+UPDATE job_runs r
+SET lease_until = now() + make_interval(secs => h.lease_seconds)
+FROM unnest(p_ids, p_fire_times, p_attempts, p_leases) AS h(id, fire_time, attempt, lease_seconds)
+WHERE r.id = h.id AND r.fire_time = h.fire_time AND r.attempt = h.attempt
+  AND r.claimed_by = p_agent_id AND r.status = 'running' AND r.lease_until > now()
+RETURNING r.id;
+END
+$$;
+
+-- Record the outcome of finished runs (batched), fenced by owner and attempt (the fencing
+-- token). The lease need not be alive: a handler that finished while the database was away
+-- longer than its lease is recorded if nobody took the run over meanwhile (still running, or
+-- orphaned by the reaper but not reclaimed: a reclaim sets a new owner and attempt). A run
+-- fenced out for good (failed: max_runtime, Replace, attempts exhausted) stays as it is.
+-- A failure is retried later when its job allows it and attempts remain. Only 'done' and
+-- 'failed' are outcomes: a finished run is never reopened, nor a run set back to pending.
+-- Called by: agents (`claimsched roles`).
+CREATE OR REPLACE FUNCTION cs_complete(
+    p_agent_id text, p_ids bigint[], p_fire_times timestamptz[], p_attempts integer[],
+    p_statuses text[], p_errors text[], p_retries boolean[], p_max_attempts integer[],
+    p_backoffs double precision[])
+RETURNS TABLE (id bigint, retry_at timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
+UPDATE job_runs r
+SET status = c.status, finished_at = now(), error = c.error, lease_until = now(),
+    retry_at = CASE WHEN c.status = 'failed' AND c.retry AND r.attempt < c.max_attempts
+                    THEN now() + make_interval(secs => c.backoff) END
+FROM unnest(p_ids, p_fire_times, p_attempts, p_statuses, p_errors, p_retries, p_max_attempts,
+            p_backoffs)
+     AS c(id, fire_time, attempt, status, error, retry, max_attempts, backoff)
+WHERE r.id = c.id AND r.fire_time = c.fire_time AND r.attempt = c.attempt
+  AND r.claimed_by = p_agent_id AND r.status IN ('running', 'orphaned')
+  AND c.status IN ('done', 'failed')
+RETURNING r.id, r.retry_at;
+END
+$$;
+
+-- One cheap statement every few seconds from every agent: refresh presence, turn expired
+-- leases into orphans (or failures once attempts are exhausted), fail runs past max_runtime,
+-- and say whether any run this agent could take wants an owner. Wakes the others if needed.
+-- Also how durable commits are now, for the agent's metric and `agents`.
+-- Called by: agents (`claimsched roles`).
+CREATE OR REPLACE FUNCTION cs_housekeeping(
+    p_agent_id text, p_hostname text, p_pod text, p_namespace text, p_handlers text[],
+    p_version text, p_ttl_seconds integer, p_tzdata text)
+RETURNS TABLE (present bigint, orphaned bigint, exhausted bigint, overdue bigint,
+               claimable boolean, notified boolean, db_now timestamptz, system_identifier text,
+               timeline integer, durability text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
+WITH presence AS (
+    INSERT INTO agents (agent_id, hostname, pod, namespace, handlers, version, ttl_seconds,
+                        tzdata, durability)
+    VALUES (p_agent_id, p_hostname, p_pod, p_namespace, p_handlers, p_version, p_ttl_seconds,
+            p_tzdata, (SELECT d.durability FROM database_identity() d))
+    ON CONFLICT (agent_id) DO UPDATE
+    SET last_seen = now(), handlers = EXCLUDED.handlers, ttl_seconds = EXCLUDED.ttl_seconds,
+        stopped_at = NULL, durability = EXCLUDED.durability
+    RETURNING agents.agent_id
+),
+expired AS (
+    UPDATE job_runs r
+    SET status = CASE WHEN r.attempt >= s.max_attempts THEN 'failed' ELSE 'orphaned' END,
+        orphan_count = r.orphan_count + 1,
+        finished_at = CASE WHEN r.attempt >= s.max_attempts THEN now() END,
+        error = 'lease expired (claimed by ' || r.claimed_by || ', attempt ' || r.attempt || ')'
+                || CASE WHEN r.attempt >= s.max_attempts
+                        THEN '; attempts exhausted' ELSE '' END
+    FROM job_schedule s
+    WHERE s.job_name = r.job_name AND r.status = 'running' AND r.lease_until < now()
+    RETURNING r.id, r.job_name, r.status
+),
+overdue AS (
+    UPDATE job_runs r
+    SET status = 'failed', finished_at = now(), lease_until = now(),
+        error = 'max_runtime of ' || s.max_runtime_seconds || ' s exceeded'
+    FROM job_schedule s
+    WHERE s.job_name = r.job_name AND r.status = 'running' AND r.lease_until >= now()
+      AND s.max_runtime_seconds IS NOT NULL
+      AND r.started_at + make_interval(secs => s.max_runtime_seconds) < now()
+    RETURNING r.id
+)
+SELECT (SELECT count(*) FROM presence),
+       (SELECT count(*) FROM expired e WHERE e.status = 'orphaned'),
+       (SELECT count(*) FROM expired e WHERE e.status = 'failed'),
+       (SELECT count(*) FROM overdue),
+       EXISTS (SELECT 1 FROM job_runs r
+               WHERE r.job_name = ANY(p_handlers)
+                 AND ((r.status = 'pending' AND r.fire_time <= now()) OR r.status = 'orphaned'
+                      OR (r.status = 'failed' AND r.retry_at <= now())))
+       OR EXISTS (SELECT 1 FROM expired e
+                  WHERE e.status = 'orphaned' AND e.job_name = ANY(p_handlers)),
+       CASE WHEN EXISTS (SELECT 1 FROM expired e WHERE e.status = 'orphaned')
+            THEN pg_notify('claimsched_runs', current_schema())::text = '' END,
+       now(),
+       i.system_identifier, i.timeline, i.durability
+FROM database_identity() i;
+END
+$$;
+
+-- Graceful shutdown: end this agent's leases now, so the next housekeeping orphans them.
+-- Called by: agents (`claimsched roles`).
+CREATE OR REPLACE FUNCTION cs_release(p_agent_id text, p_ids bigint[])
+RETURNS TABLE (id bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
+UPDATE job_runs r SET lease_until = now() - interval '1 microsecond'
+WHERE r.claimed_by = p_agent_id AND r.status = 'running' AND r.id = ANY(p_ids)
+RETURNING r.id;
+END
+$$;
+
+-- Graceful shutdown: this agent is gone.
+-- Called by: agents (`claimsched roles`).
+CREATE OR REPLACE FUNCTION cs_agent_stopped(p_agent_id text)
+RETURNS TABLE (agent_id text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
+UPDATE agents a SET stopped_at = now(), last_seen = now() WHERE a.agent_id = p_agent_id
+RETURNING a.agent_id;
+END
+$$;
+
+-- Record a side effect's receipt if this run still owns its occurrence. `owned` false means
+-- the lease was lost (fenced); `inserted` false means the receipt already existed.
+-- The fence row stays locked FOR KEY SHARE until the receipt's transaction ends: no reclaim
+-- (attempt + 1, a key update) can pass it meanwhile, so the fence holds at commit. The
+-- receipt is for the run's own job: a lease of one job never writes another job's receipts.
+-- Called by: agents (`claimsched roles`).
+CREATE OR REPLACE FUNCTION cs_effect(
+    p_run_id bigint, p_fire_time timestamptz, p_agent_id text, p_attempt integer,
+    p_entity text, p_job_name text)
+RETURNS TABLE (owned boolean, inserted boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
+WITH fence AS (
+    SELECT r.id, r.attempt FROM job_runs r
+    WHERE r.id = p_run_id AND r.fire_time = p_fire_time AND r.claimed_by = p_agent_id
+      AND r.attempt = p_attempt AND r.job_name = p_job_name AND r.status = 'running'
+      AND r.lease_until > now()
+    FOR KEY SHARE
+),
+ins AS (
+    INSERT INTO job_effects (entity, job_name, fire_time, run_id, attempt)
+    SELECT p_entity, p_job_name, p_fire_time, fence.id, fence.attempt FROM fence
+    ON CONFLICT (entity, job_name, fire_time) DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM fence), EXISTS (SELECT 1 FROM ins);
+END
+$$;
+
+-- Create or replace a schedule; a job has one owner (claimsched.records.Written). Every writer (a
+-- code declaration, the CLI, a ClaimSchedule through the operator) writes a new row, its own
+-- row, or a row a ClaimSchedule released; the CLI also overrides a code declaration. Nothing
+-- else: a refusal is never a silent takeover. A code declaration keeps the suspension of its
+-- own row (the spec_upserted list of db/queries.py: `claimsched suspend` / `resume` set it).
+-- `p_spec` holds the job_name and the spec columns by name (JobSpec.row()).
+-- `source`/`owner`: the row's owner before the statement (NULL: no row); `written` whether
+-- the row changed, `created` whether it is new.
+-- Called by: the operator and the CLI (`claimsched roles`); agents declare through
+-- cs_declare_schedule.
+CREATE OR REPLACE FUNCTION cs_upsert_schedule(p_spec jsonb)
+RETURNS TABLE (source text, owner text, written boolean, created boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
+WITH spec AS (
+    SELECT * FROM jsonb_populate_record(NULL::job_schedule, p_spec)
+), before AS (
+    SELECT s.source, s.owner FROM job_schedule s, spec WHERE s.job_name = spec.job_name
+), written AS (
+    INSERT INTO job_schedule AS s (job_name, {spec_columns})
+    SELECT spec.job_name, {spec_fields} FROM spec
+    ON CONFLICT (job_name) DO UPDATE SET ({spec_columns}) = ROW({spec_upserted})
+    WHERE (s.source = EXCLUDED.source AND s.owner IS NOT DISTINCT FROM EXCLUDED.owner
+           OR s.source = 'operator' AND s.owner IS NULL
+           OR s.source = 'code' AND EXCLUDED.source = 'cli')
+      AND ROW({spec_current}) IS DISTINCT FROM ROW({spec_upserted})
+    RETURNING (xmax = 0) AS created
+)
+SELECT (SELECT b.source FROM before b),
+       (SELECT b.owner FROM before b),
+       EXISTS (SELECT 1 FROM written),
+       coalesce((SELECT w.created FROM written w), false);
+END
+$$;
+
+-- An agent declares the schedules of its code: always as a code declaration (source 'code',
+-- no owner), so it never takes over a row the operator or the CLI owns.
+CREATE OR REPLACE FUNCTION cs_declare_schedule(p_spec jsonb)
+RETURNS TABLE (source text, owner text, written boolean, created boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+BEGIN
+RETURN QUERY
+SELECT * FROM cs_upsert_schedule(
+    p_spec || jsonb_build_object('source', 'code', 'owner', NULL::text));
+END
+$$;
+
+-- A manual or backfill occurrence for an agent to pick up (pending, attempt 0).
+-- Called by: the operator and the CLI (`claimsched roles`).
+CREATE OR REPLACE FUNCTION cs_request_runs(p_job_name text, p_fire_times timestamptz[],
+                                           p_kind text)
+RETURNS TABLE (id bigint, fire_time timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
+INSERT INTO job_runs (job_name, fire_time, kind, status, attempt)
+SELECT s.job_name, f.fire_time, p_kind, 'pending', 0
+FROM job_schedule s, unnest(p_fire_times) AS f(fire_time)
+WHERE s.job_name = p_job_name AND p_kind IN ('manual', 'backfill')
+ON CONFLICT (job_name, fire_time) DO NOTHING
+RETURNING job_runs.id, job_runs.fire_time;
+END
+$$;
+
+-- A claimsched.io/trigger value asks for one manual run. The trigger's key is inserted with the
+-- run, in one statement: whoever comes second with the same key (a retry after a crash, another
+-- operator) inserts neither. `known`: the job has a row; `keyed`: the key is new (its fire time,
+-- the database's now nudged off whole seconds, so never a scheduled occurrence's key);
+-- `requested`: the run is new (NULL with a new key: the fire time was taken, roll back).
+-- Called by: the operator and the CLI (`claimsched roles`).
+CREATE OR REPLACE FUNCTION cs_trigger_run(p_job_name text, p_trigger_key text)
+RETURNS TABLE (known boolean, keyed timestamptz, requested timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
+WITH job AS (
+    SELECT s.job_name FROM job_schedule s WHERE s.job_name = p_job_name
+), keyed AS (
+    INSERT INTO job_triggers (trigger_key, job_name, fire_time)
+    SELECT p_trigger_key, job.job_name,
+           now() + CASE WHEN date_trunc('second', now()) = now()
+                        THEN interval '1 microsecond' ELSE interval '0' END
+    FROM job
+    ON CONFLICT (trigger_key) DO NOTHING
+    RETURNING job_triggers.job_name, job_triggers.fire_time
+), requested AS (
+    INSERT INTO job_runs (job_name, fire_time, kind, status, attempt)
+    SELECT k.job_name, k.fire_time, 'manual', 'pending', 0 FROM keyed k
+    ON CONFLICT (job_name, fire_time) DO NOTHING
+    RETURNING job_runs.fire_time
+)
+SELECT EXISTS (SELECT 1 FROM job),
+       (SELECT k.fire_time FROM keyed k),
+       (SELECT r.fire_time FROM requested r);
+END
+$$;
+
+-- Nobody but the owner calls these until `claimsched roles` grants them.
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+             WHERE p.pronamespace = (SELECT n.oid FROM pg_namespace n
+                                     WHERE n.nspname = current_schema())
+               AND p.proname LIKE 'cs\_%'
+    LOOP
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+    END LOOP;
+END
+$$;

@@ -1,0 +1,277 @@
+"""The roles of `claimsched roles`: the agent's writes only through fenced functions, the
+operator's only to schedules and requested runs. Every forbidden write is refused."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import errors, sql
+
+from claimsched.db import OwnedSchedules, Roles, Store
+from claimsched.db.store import spec_json
+from claimsched.errors import DatabaseError
+from claimsched.records import Candidate, Completion, Lease
+from claimsched.specs import JobSpec
+
+from .support import PRESENCE, past
+
+_counter = itertools.count()
+
+
+@dataclass(frozen=True)
+class Logins:
+    agent: str  # the agent role's DSN
+    operator: str  # the operator role's DSN
+    nobody: str  # a role `claimsched roles` granted nothing
+
+
+def _execute(dsn: str, statement: Any, params: Any = None) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET search_path = claimsched, public")
+        cur = conn.execute(statement, params)
+        return cur.fetchall() if cur.description else []
+
+
+@pytest.fixture
+def logins(dsn: str) -> Iterator[Logins]:
+    """The two roles, granted by the owner (roles are server-wide: each test has its own)."""
+    suffix = f"{os.getpid()}_{next(_counter)}"
+    roles = Roles(agent=f"cs_agent_{suffix}", operator=f"cs_operator_{suffix}")
+    nobody = f"cs_nobody_{suffix}"
+    owner = Store(dsn)
+    owner.grant_roles(roles)
+    owner.grant_roles(roles)  # idempotent
+    _execute(dsn, sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(nobody)))
+    password = secrets.token_hex(12)
+    found = {}
+    for role in (roles.agent, roles.operator, nobody):
+        _execute(dsn, sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+            sql.Identifier(role), sql.Literal(password)))
+        found[role] = psycopg.conninfo.make_conninfo(dsn, user=role, password=password)
+    yield Logins(found[roles.agent], found[roles.operator], found[nobody])
+    for role in (roles.agent, roles.operator, nobody):
+        _execute(dsn, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        _execute(dsn, sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+@pytest.fixture
+def lease(store: Store) -> Lease:
+    """A running run of job `nightly`, claimed (as the owner) by agent `a1`."""
+    store.upsert_schedule(JobSpec(job_name="nightly", schedule="@every 1s", source="cli"))
+    store.request_runs("nightly", [past(5)], "manual")
+    (claimed,) = store.reclaim("a1", ["nightly"], 1)
+    return claimed
+
+
+TABLE_WRITES = [
+    "UPDATE job_schedule SET schedule = '@every 1s'",
+    "INSERT INTO job_schedule (job_name, schedule) VALUES ('sneaky', '@every 1s')",
+    "DELETE FROM job_schedule",
+    "UPDATE job_runs SET status = 'running', finished_at = NULL",
+    "INSERT INTO job_runs (job_name, fire_time, status) VALUES ('nightly', now(), 'done')",
+    "DELETE FROM job_runs",
+    "UPDATE job_effects SET attempt = 9",
+    "INSERT INTO job_effects (entity, job_name, fire_time, run_id, attempt) "
+    "VALUES ('forged', 'nightly', now(), 1, 1)",
+    "DELETE FROM job_effects",
+    "INSERT INTO agents (agent_id, hostname, version) VALUES ('x', 'h', 'v')",
+    "UPDATE agents SET stopped_at = now()",
+    "DELETE FROM agents",
+    "INSERT INTO job_triggers (trigger_key, job_name, fire_time) VALUES ('k', 'nightly', now())",
+    "UPDATE schema_version SET version = 999",
+    "INSERT INTO schema_version (version) VALUES (999)",
+    "DELETE FROM schema_version",
+    "CREATE TABLE claimsched.sneaky (id int)",
+    "CREATE FUNCTION claimsched.now() RETURNS timestamptz LANGUAGE sql "
+    "AS $$ SELECT 'infinity'::timestamptz $$",
+]
+
+
+OPERATOR_WRITES = [s for s in TABLE_WRITES if not s.startswith("UPDATE job_schedule")] + [
+    "UPDATE job_schedule SET schedule = '@every 1s'",
+    "UPDATE job_schedule SET source = 'code', owner = NULL",
+]
+
+
+# What proves the ownership of a run (its owner and fencing token), which an agent may not read.
+OWNERSHIP_READS = [
+    "SELECT claimed_by FROM job_runs",
+    "SELECT id, attempt FROM job_runs",
+    "SELECT error FROM job_runs",
+    "SELECT agent_id FROM agents",
+    "SELECT * FROM job_effects",
+]
+# Functions called by a role that has no grant for them.
+UNGRANTED_CALLS = [
+    "SELECT * FROM claimsched.cs_claim('a', 1, NULL, NULL, NULL, NULL, NULL, NULL)",
+    "SELECT * FROM claimsched.cs_complete('a', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+    "SELECT * FROM claimsched.cs_effect(1, now(), 'a', 1, 'e', 'j')",
+    "SELECT * FROM claimsched.cs_declare_schedule('{}')",
+    "SELECT * FROM claimsched.cs_request_runs('nightly', ARRAY[now()], 'manual')",
+]
+# The agent's functions, called by the operator.
+AGENT_CALLS = [
+    "SELECT * FROM claimsched.cs_complete('a1', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+    "SELECT * FROM claimsched.cs_effect(1, now(), 'a1', 1, 'e', 'nightly')",
+    "SELECT * FROM claimsched.cs_heartbeat('a1', NULL, NULL, NULL, NULL)",
+    "SELECT * FROM claimsched.cs_housekeeping('a1', 'h', NULL, NULL, NULL, 'v', 9, NULL)",
+]
+REFUSED = ([("agent", s) for s in TABLE_WRITES + OWNERSHIP_READS]
+           + [("operator", s) for s in OPERATOR_WRITES + AGENT_CALLS]
+           + [("nobody", s) for s in UNGRANTED_CALLS])
+
+
+@pytest.mark.parametrize(("who", "statement"), REFUSED)
+def test_every_write_a_role_has_no_business_with_is_refused(
+        logins: Logins, lease: Lease, who: str, statement: str) -> None:
+    with pytest.raises(errors.InsufficientPrivilege):
+        _execute(getattr(logins, who), statement)
+
+
+@pytest.fixture
+def as_agent(logins: Logins) -> Iterator[Store]:
+    """A store connected as the agent role."""
+    store = Store(logins.agent)
+    store.open()
+    yield store
+    store.close()
+
+
+def test_a_finished_run_is_not_reopened_by_the_agent_role(
+        as_agent: Store, store: Store, lease: Lease, dsn: str) -> None:
+    assert store.complete("a1", [Completion(lease, "done")])
+    assert as_agent.complete("a1", [Completion(lease, "failed", "again")]) == {}
+    row = _execute(dsn, "SELECT status, error FROM job_runs WHERE id = %s", [lease.id])
+    assert row == [("done", None)]
+    with pytest.raises(errors.InsufficientPrivilege):
+        _execute(as_agent.dsn, "UPDATE job_runs SET status = 'pending'")
+
+
+def test_an_agent_role_cannot_complete_into_a_status_other_than_done_or_failed(
+        as_agent: Store, lease: Lease, dsn: str) -> None:
+    with as_agent.connection() as conn:
+        rows = conn.execute(
+            "SELECT * FROM cs_complete('a1', ARRAY[%s]::bigint[], ARRAY[%s]::timestamptz[], "
+            "ARRAY[%s], ARRAY['pending'], ARRAY[NULL], ARRAY[false], ARRAY[3], ARRAY[0.0])",
+            [lease.id, lease.fire_time, lease.attempt]).fetchall()
+    assert rows == []
+    assert _execute(dsn, "SELECT status FROM job_runs WHERE id = %s", [lease.id]) == [("running",)]
+
+
+def test_a_receipt_needs_the_callers_own_live_lease(
+        as_agent: Store, lease: Lease, dsn: str) -> None:
+    wrong_agent = as_agent.receipts.record("a2", lease, "invoice:1")
+    wrong_token = as_agent.receipts.record("a1", dataclasses.replace(lease, attempt=2), "invoice:1")
+    other_job = as_agent.receipts.record("a1", dataclasses.replace(lease, job_name="payroll"),
+                                         "invoice:1")
+    assert (wrong_agent, wrong_token, other_job) == ((False, False),) * 3
+    assert _execute(dsn, "SELECT count(*) FROM job_effects") == [(0,)]
+    assert as_agent.receipts.record("a1", lease, "invoice:1") == (True, True)
+    assert _execute(dsn, "SELECT entity, run_id FROM job_effects") == [("invoice:1", lease.id)]
+
+
+def test_an_agent_role_cannot_renew_or_release_anothers_run(
+        as_agent: Store, lease: Lease, dsn: str) -> None:
+    before = _execute(dsn, "SELECT lease_until FROM job_runs WHERE id = %s", [lease.id])
+    assert as_agent.heartbeat("a2", [lease]) == set()
+    assert as_agent.release("a2", [lease.id]) == 0
+    assert _execute(dsn, "SELECT lease_until FROM job_runs WHERE id = %s", [lease.id]) == before
+    assert as_agent.heartbeat("a1", [lease]) == {lease.id}
+
+
+def test_an_agent_role_never_takes_over_a_schedule_the_operator_or_the_cli_owns(
+        as_agent: Store, store: Store, dsn: str) -> None:
+    store.upsert_schedule(
+        JobSpec(job_name="billing", schedule="@daily", source="operator", owner="team-a/billing"))
+    store.upsert_schedule(JobSpec(job_name="report", schedule="@daily", source="cli"))
+    for job in ("billing", "report"):
+        declared = as_agent.upsert_schedule(JobSpec(job_name=job, schedule="@every 1s"))
+        assert declared.outcome == "unchanged" and declared.held_by
+    # Claiming to be the ClaimSchedule or the CLI: the agent declares as code all the same,
+    # and may not call the operator's function.
+    impostor = spec_json(JobSpec(job_name="billing", schedule="@every 1s", source="operator",
+                                 owner="team-a/billing"))
+    with psycopg.connect(as_agent.dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT * FROM claimsched.cs_declare_schedule(%s)",
+                           [impostor]).fetchone()
+        assert row == ("operator", "team-a/billing", False, False)
+        with pytest.raises(errors.InsufficientPrivilege):
+            conn.execute("SELECT * FROM claimsched.cs_upsert_schedule(%s)", [impostor])
+    with pytest.raises(DatabaseError, match="permission denied"):
+        as_agent.upsert_schedule(JobSpec(job_name="report", schedule="@every 1s", source="cli"))
+    assert _execute(dsn, "SELECT job_name, schedule, source FROM job_schedule ORDER BY 1") == [
+        ("billing", "@daily", "operator"), ("report", "@daily", "cli")]
+
+
+def test_an_agent_role_declares_claims_and_completes_through_the_functions(
+        as_agent: Store, dsn: str) -> None:
+    assert as_agent.upsert_schedule(JobSpec(job_name="sweep", schedule="@every 1s")).outcome \
+        == "created"
+    _execute(dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
+    schedule = as_agent.load_schedules()[0]
+    outcome = as_agent.claim("a1", [Candidate("sweep", past(1), schedule.active_since)], 1)
+    assert outcome is not None and outcome[1][0].outcome == "claimed"
+    claimed = outcome[1][0].lease
+    assert claimed is not None
+    assert as_agent.receipts.record("a1", claimed, "e") == (True, True)
+    assert as_agent.complete("a1", [Completion(claimed, "done")]) == {claimed.id: None}
+    found = as_agent.housekeeping("a1", ["sweep"], PRESENCE)
+    assert not found.claimable
+    as_agent.agent_stopped("a1")
+    assert _execute(dsn, "SELECT status, claimed_by FROM job_runs") == [("done", "a1")]
+    assert _execute(dsn, "SELECT stopped_at IS NOT NULL FROM agents") == [(True,)]
+
+
+def test_a_callers_temporary_table_does_not_stand_in_for_claimschedules(
+        logins: Logins, lease: Lease, dsn: str) -> None:
+    with psycopg.connect(logins.agent, autocommit=True) as conn:
+        conn.execute("CREATE TEMP TABLE job_runs (id bigint, fire_time timestamptz, "
+                     "attempt integer, claimed_by text, status text, lease_until timestamptz)")
+        conn.execute("SET search_path = pg_temp, claimsched, public")
+        renewed = conn.execute(
+            "SELECT * FROM claimsched.cs_heartbeat('a1', ARRAY[%s]::bigint[], "
+            "ARRAY[%s]::timestamptz[], ARRAY[%s], ARRAY[60.0])",
+            [lease.id, lease.fire_time, lease.attempt]).fetchall()
+    assert renewed == [(lease.id,)]
+
+
+def test_the_operator_role_does_what_the_operator_and_the_cli_do(
+        logins: Logins, dsn: str) -> None:
+    operator = Store(logins.operator)
+    operator.open()
+    try:
+        owned = OwnedSchedules(operator)
+        spec = JobSpec(job_name="billing", schedule="@daily", source="operator",
+                       owner="team-a/billing")
+        assert owned.sync(spec).outcome == "created"
+        assert owned.trigger("billing", "key-1") is not None
+        assert operator.request_runs("billing", [past(3600)], "backfill")
+        assert owned.status_rows(["billing"], 90)[0]["job_name"] == "billing"
+        assert owned.release("team-a/billing") == "billing"
+        cli = JobSpec(job_name="billing", schedule="@hourly", source="cli")
+        assert operator.upsert_schedule(cli).outcome == "updated"
+        assert operator.suspend_schedule("billing", None, "audit")["enabled"] is False
+        assert operator.resume_schedule("billing")["enabled"] is True
+        assert operator.list_runs("billing") and operator.list_agents() == []
+    finally:
+        operator.close()
+    kinds = _execute(dsn, "SELECT kind, status FROM job_runs ORDER BY kind")
+    assert kinds == [("backfill", "pending"), ("manual", "pending")]
+    assert _execute(dsn, "SELECT source, schedule FROM job_schedule") == [("cli", "@hourly")]
+
+
+def test_the_agent_role_may_not_request_runs_or_suspend(
+        as_agent: Store, lease: Lease) -> None:
+    with pytest.raises(DatabaseError, match="permission denied"):
+        as_agent.request_runs("nightly", [past(10) - timedelta(days=1)], "manual")
+    with pytest.raises(DatabaseError, match="permission denied"):
+        as_agent.suspend_schedule("nightly", None, None)
