@@ -121,14 +121,14 @@ def run(
         "replicas": replicas,
         "jobs": jobs,
         "mix": f"{daily} daily cron at spread minutes of the day, "
-               f"{frequent} @every 1s..60s (job i: 1 + i % 60 s)",
+               f"{frequent} @every 1s..60s (the k-th: 1 + k % 60 s)",
         "window_s": window,
         "warmup_s": warmup,
         "changes": changes,
         "max_concurrency": max_concurrency or f"agent default ({DEFAULT_SLOTS})",
         "handler": "records its start time (local wall clock) and returns",
     }
-    periods = {f"{PREFIX}{i:05d}": 1 + i % 60 for i in range(daily, jobs)}
+    periods = {f"{PREFIX}{i:05d}": 1 + (i - daily) % 60 for i in range(daily, jobs)}
     with cluster() as db, tempfile.TemporaryDirectory(prefix="claimsched-bench-") as folder:
         result: dict[str, Any] = {"scenario": "e", "name": name, "params": params}
         result["environment"] = environment(db)
