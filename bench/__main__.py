@@ -14,19 +14,24 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     sub = top.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one scenario")
-    run.add_argument("scenario", choices=["a", "b", "c", "d"])
-    run.add_argument("--replicas", "-R", type=int, help="agent processes (a: 4, b: 10, c: 4)")
-    run.add_argument("--jobs", "-J", type=int, help="jobs (a: 50, b: 1000, c: 2000, d: 10000)")
+    run.add_argument("scenario", choices=["a", "b", "c", "d", "e"])
+    run.add_argument("--replicas", "-R", type=int,
+                     help="agent processes (a: 4, b: 10, c: 4, e: 10)")
+    run.add_argument("--jobs", "-J", type=int,
+                     help="jobs (a: 50, b: 1000, c: 2000, d: 10000, e: 100000)")
     run.add_argument("--period", type=int, help="@every period, seconds (a: 5, b: 30, c: 1)")
-    run.add_argument("--window", type=float, help="measured window, seconds (a: 120, c: 30)")
+    run.add_argument("--window", type=float,
+                     help="measured window, seconds (a: 120, c: 30, e: 120)")
     run.add_argument("--idle-window", type=float, help="a: idle window, seconds (90)")
-    run.add_argument("--warmup", type=float, help="seconds before the window (a: 10, c: 5)")
+    run.add_argument("--warmup", type=float, help="seconds before the window (a: 10, c: 5, e: 20)")
     run.add_argument("--max-concurrency", type=int, help="agents' worker slots (agent default)")
     run.add_argument("--pgbench-seconds", type=float, help="c: seconds per pgbench run (10)")
     run.add_argument("--refreshes", type=int, help="d: warm refreshes to time (5)")
     run.add_argument("--history-days", type=int, help="d: schedules active since N days (7)")
+    run.add_argument("--changes", type=int, help="e: schedule changes to time (5)")
     run.add_argument("--profile", action="store_true", default=None,
-                     help="a: py-spy records replica r00 (steady and idle) to <name>-*.folded")
+                     help="a, e: py-spy records replica r00 (steady, a: and idle) to "
+                     "<name>-*.folded")
     run.add_argument("--sync", action="store_true", default=None,
                      help="a: on a Patroni cluster, a synchronous standby attached (<name>-sync)")
     run.add_argument("--out", type=Path, help="result folder (bench/results)")
@@ -53,8 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .herd import run
     elif args.scenario == "c":
         from .throughput import run
-    else:
+    elif args.scenario == "d":
         from .status import run
+    else:
+        from .many import run
     path = run(**options)
     result = json.loads(path.read_text())
     for check in result.get("targets", []):

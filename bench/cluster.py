@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import psycopg
 
 from claimsched.db import Store
-from claimsched.db.queries import queries
+from claimsched.db.queries import queries, query
 from claimsched.tools.postgres import TemporaryPostgres
 
 from . import sql
@@ -259,7 +259,9 @@ def _shape(text: str) -> str:
 
 @cache
 def _named_shapes() -> dict[str, str]:
-    return {_shape(body): name for name, body in queries().items()}
+    rendered = {name: query(name) for name in queries()}
+    return {_shape(body if isinstance(body, str) else body.as_string(None)): name
+            for name, body in rendered.items()}
 
 
 def kind_of(text: str) -> str:

@@ -41,6 +41,18 @@ def _kinds(ax: Any, kinds: dict[str, dict[str, Any]], key: str, title: str) -> N
     ax.grid(axis="x", alpha=0.3)
 
 
+def _replicas(ax: Any, reps: list[dict[str, Any]]) -> None:
+    xs = range(len(reps))
+    ax.bar(xs, [r["cpu_s_per_min"] for r in reps], color="tab:orange", label="CPU s/min")
+    ax.set_ylabel("CPU s per minute")
+    twin = ax.twinx()
+    twin.plot(xs, [r["rss_mib_max"] for r in reps], "o", color="tab:green", label="RSS MiB")
+    twin.set_ylabel("RSS MiB (max)")
+    twin.set_ylim(bottom=0)
+    ax.set_xticks(list(xs), [r["replica"] for r in reps], fontsize=7, rotation=90)
+    ax.set_title("per replica: CPU (bars), RSS (dots)")
+
+
 def steady(result: dict[str, Any], handler: Sequence[float], claim: Sequence[float],
            path: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
@@ -49,16 +61,7 @@ def steady(result: dict[str, Any], handler: Sequence[float], claim: Sequence[flo
              f"a: {p['jobs']} jobs {p['schedule']}, {p['replicas']} replicas")
     st = result["statements"]
     _kinds(axes[1], st["by_kind"], "per_fire", f"statements per fire: {st['per_fire']}")
-    reps = result["replicas"]
-    xs = range(len(reps))
-    axes[2].bar(xs, [r["cpu_s_per_min"] for r in reps], color="tab:orange", label="CPU s/min")
-    axes[2].set_ylabel("CPU s per minute")
-    twin = axes[2].twinx()
-    twin.plot(xs, [r["rss_mib_max"] for r in reps], "o", color="tab:green", label="RSS MiB")
-    twin.set_ylabel("RSS MiB (max)")
-    twin.set_ylim(bottom=0)
-    axes[2].set_xticks(list(xs), [r["replica"] for r in reps], fontsize=7, rotation=90)
-    axes[2].set_title("per replica: CPU (bars), RSS (dots)")
+    _replicas(axes[2], result["replicas"])
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -102,6 +105,28 @@ def throughput(result: dict[str, Any], per_second: Sequence[int], path: Path) ->
     axes[1].set_title(f"rows/s (ratio {result['ratio']})")
     st = result["statements"]
     _kinds(axes[2], st["by_kind"], "per_fire", f"statements per claim: {st['per_claim']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def many(result: dict[str, Any], frequent: Sequence[float], daily: Sequence[float],
+         path: Path) -> None:
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    p = result["params"]
+    _latency(axes[0], {"@every 1s..60s": frequent, "daily": daily},
+             f"e: {p['jobs']:,} schedules, {p['replicas']} replicas")
+    _replicas(axes[1], result["replicas"])
+    changes = result["changes"]
+    cx = range(len(changes))
+    axes[2].bar(cx, [c["visible_s"] or 0 for c in changes], color="tab:blue")
+    axes[2].axhline(1.0, color="grey", lw=0.8, ls=":")
+    for x, c in zip(cx, changes, strict=True):
+        axes[2].text(x, c["visible_s"] or 0, f"{c['rows_per_replica']:g} rows", ha="center",
+                     va="bottom", fontsize=8)
+    axes[2].set_xlabel("change")
+    axes[2].set_ylabel("s until every replica read it")
+    axes[2].set_title("schedule change visible (rows read per replica)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -12,13 +12,14 @@ HERE = Path(__file__).resolve().parent
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 ORDER = [
     "a-r4", "a-r16", "a-r4-standalone", "a-r4-sync", "a-r16-standalone", "a-r16-sync",
-    "b-r10", "c-r4", "d-10000",
+    "b-r10", "c-r4", "d-10000", "d-100000", "e-r10-j100000",
 ]
 TITLES = {
     "a": "a: 50 jobs @every 5s, 120 s window (then 90 s idle) unless the column says",
     "b": "b: 1000 jobs due at one instant, 10 replicas",
     "c": "c: claim throughput, 2000 jobs @every 1s, 4 replicas x 200 slots",
-    "d": "d: operator status refresh, 10,000 ClaimSchedules",
+    "d": "d: operator status refresh, 10,000 and 100,000 ClaimSchedules",
+    "e": "e: 100,000 schedules (99,000 daily, 1,000 @every 1s..60s), 10 replicas",
 }
 
 
@@ -84,6 +85,21 @@ def _context(result: dict[str, Any]) -> list[tuple[str, Any]]:
         rows += [(f"pgbench {label}: rows/s", e["rows_per_s"])
                  for label, e in result["pgbench"].items()]
         return rows
+    if s == "e":
+        lat = result["latency"]
+        return [
+            ("frequent jobs: fire-to-start p50 / p95 / max ms",
+             [lat["frequent"]["p50_ms"], lat["frequent"]["p95_ms"], lat["frequent"]["max_ms"]]),
+            ("daily jobs in the window: n / p99 ms",
+             [lat["daily"]["n"], lat["daily"]["p99_ms"]]),
+            ("CPU s per replica per minute (mean)", result["cpu_s_per_replica_per_min"]["mean"]),
+            ("change visible s (each)", [c["visible_s"] for c in result["changes"]]),
+            ("load average at each change", [c["loadavg"] for c in result["changes"]]),
+            ("statements per fire", result["statements"]["per_fire"]),
+            ("Postgres CPU s per minute", result["db_cpu_s_per_min"]),
+            ("startup s (until every replica announced itself)", result.get("startup_s")),
+            ("deadlocks / server errors", errors),
+        ]
     largest = result["sizes"][-1]
     return [
         ("warm refresh: SQL execution ms", largest["warm_sql_exec_ms"]),

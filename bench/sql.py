@@ -100,3 +100,20 @@ SELECT 'bench-agent-' || a, 'bench', array_agg(s.job_name), 'bench', 86400
 FROM claimsched.job_schedule s, generate_series(1, 3) AS a
 GROUP BY a
 """
+
+# Scenario e: `count` jobs <prefix>00000..; the first `daily` at one minute of the day each
+# (spread over the day), the rest `@every 1s..60s` (the k-th of them every 1 + k % 60 s).
+E_SCHEDULES = """
+INSERT INTO claimsched.job_schedule (job_name, schedule, source)
+SELECT %(prefix)s || lpad(g::text, 5, '0'),
+       CASE WHEN g < %(daily)s THEN (g %% 60) || ' ' || (g / 60 %% 24) || ' * * *'
+            ELSE '@every ' || (1 + (g - %(daily)s) %% 60) || 's' END,
+       'cli'
+FROM generate_series(0, %(count)s - 1) AS g
+"""
+CLAIMING_AGENTS = "SELECT count(DISTINCT claimed_by) FROM claimsched.job_runs"
+E_MOVE_ONE = """
+UPDATE claimsched.job_schedule SET schedule = %(minute)s || ' ' || split_part(schedule, ' ', 2)
+                                              || ' * * *'
+WHERE job_name = %(job)s
+"""

@@ -168,7 +168,8 @@ class Agent:
 
     @property
     def handlers(self) -> list[str]:
-        return sorted(self._handlers)
+        """The jobs this agent has handlers for, sorted."""
+        return self.claimer.names
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -322,7 +323,7 @@ class Agent:
                     self._stopping.wait(self.health.failed(exc))
                     continue
                 if NOTIFY_SCHEDULES in fired:
-                    self.claimer.schedules_changed()
+                    self.claimer.schedules_changed(listener.changed())
                 if NOTIFY_RUNS in fired:
                     self.claimer.want_reclaim()
                     self.heartbeat.kick()

@@ -59,7 +59,10 @@ class Claimer:
     _schedules: dict[str, tuple[ScheduleRecord, Schedule]] = field(init=False, default_factory=dict)
     _warned: set[str] = field(init=False, default_factory=set)  # handlers without a schedule
     _overridden: dict[str, str] = field(init=False, default_factory=dict)  # job -> its owner
-    _dirty: bool = field(init=False, default=True)  # re-read the schedules on the next pass
+    _dirty: bool = field(init=False, default=True)  # any schedule may have changed
+    _changed: set[str] = field(init=False, default_factory=set)  # these have (NOTIFY named them)
+    _changed_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+    _names: list[str] = field(init=False, default_factory=list)
     _reclaim: bool = field(init=False, default=True)  # look for runs that want an owner
     _catch_up: bool = field(init=False, default=False)  # look back over the catch-up windows
     _next_retry: float | None = field(init=False, default=None)  # monotonic
@@ -67,13 +70,22 @@ class Claimer:
 
     @property
     def names(self) -> list[str]:
-        return sorted(self.handlers)
+        """The handlers' jobs, sorted (kept: with 100,000 jobs, sorting them for every reclaim
+        statement was a cost of its own; handlers are only ever added, before the start)."""
+        if len(self._names) != len(self.handlers):
+            self._names = sorted(self.handlers)
+        return self._names
 
     # -- what wakes the loop -----------------------------------------------------------------
 
-    def schedules_changed(self) -> None:
-        """A schedule was written: read them again on the next pass, now."""
-        self._dirty = True
+    def schedules_changed(self, names: set[str] | None = None) -> None:
+        """These schedules were written (None: any may have been): read them again on the
+        next pass, now."""
+        if names is None:
+            self._dirty = True
+        else:
+            with self._changed_lock:
+                self._changed |= names
         self.wake.set()
 
     def recovered(self) -> None:
@@ -114,7 +126,8 @@ class Claimer:
         if self._catch_up:
             self._catch_up = False
             self.planner.forget()
-        if self._dirty or time.monotonic() - self._refreshed_at > self.refresh_seconds:
+        if (self._dirty or self._changed
+                or time.monotonic() - self._refreshed_at > self.refresh_seconds):
             self._refresh_schedules()
         if self._next_retry is not None and time.monotonic() >= self._next_retry:
             self._next_retry, self._reclaim = None, True
@@ -144,8 +157,8 @@ class Claimer:
             if result.lease is not None:
                 self._start(result.lease, "claimed")
         blocked = self.planner.learn(results)
-        if "stale" in blocked:
-            self._dirty = True  # the schedule changed since we read it: read it, plan again
+        if "stale" in blocked:  # the schedule changed since we read it: read it, plan again
+            self.schedules_changed({r.job_name for r in results if r.outcome == "stale"})
             return 0.0
         if "not_due" in blocked:
             return NOT_DUE_WAIT  # our clock estimate ran ahead; the offset is corrected now
@@ -208,22 +221,39 @@ class Claimer:
             )
 
     def _refresh_schedules(self) -> None:
-        self._dirty = False
-        records = {r.job_name: r for r in self.store.load_schedules()}
-        orphaned = [spec for name, spec in self.declared.items()
-                    if name not in records or released(records[name].source, records[name].owner)]
+        """Read the schedules that changed: those notifications named, or, when any may have
+        (start, reconnection, the periodic re-read), those whose last change is not the one
+        held. Unchanged ones keep their entry: the planner looks only at the new ones."""
+        with self._changed_lock:
+            names, self._changed = self._changed, set()
+        held = self._schedules
+        if self._dirty or time.monotonic() - self._refreshed_at > self.refresh_seconds:
+            self._dirty = False
+            self._refreshed_at = time.monotonic()
+            if not held:
+                names = set(self.handlers)
+            else:
+                versions = self.store.schedule_versions()
+                names |= {name for name in self.handlers if versions.get(name) != (
+                    held[name][0].updated_at if name in held else None)}
+        names &= self.handlers.keys()
+        if not names:
+            return
+        records = self._read(names)
+        orphaned = [spec for name, spec in self.declared.items() if name in names and (
+            name not in records or released(records[name].source, records[name].owner))]
         for spec in orphaned:  # a ClaimSchedule let go of it: the declaration takes it back
             self.declare(spec)
         if orphaned:
-            records = {r.job_name: r for r in self.store.load_schedules()}
+            records = self._read(names)
         for name in self.declared.keys() & records.keys():
-            held = records[name]
-            self._owned_by(name, None if held.source == "code"
-                           else describe_owner(held.source, held.owner))
-        self._refreshed_at = time.monotonic()
-        schedules: dict[str, tuple[ScheduleRecord, Schedule]] = {}
-        for name in self.handlers:
+            found = records[name]
+            self._owned_by(name, None if found.source == "code"
+                           else describe_owner(found.source, found.owner))
+        schedules = dict(held)  # a new mapping: the planner sees which entries are new
+        for name in sorted(names):
             record = records.get(name)
+            schedules.pop(name, None)
             if record is None:
                 if name not in self._warned:
                     self._warned.add(name)
@@ -233,8 +263,17 @@ class Claimer:
                         extra={"job": name, "action": "no_schedule"},
                     )
                 continue
+            if name in held and held[name][0] == record:
+                schedules[name] = held[name]
+                continue
             try:
                 schedules[name] = (record, record.parsed)
             except InvalidSchedule as exc:
                 self.log.error("job %s: stored schedule is invalid: %s", name, exc)
         self._schedules = schedules
+
+    def _read(self, names: set[str]) -> dict[str, ScheduleRecord]:
+        """The rows of these schedules: all of them at once when that is most of them."""
+        everything = len(names) * 2 > len(self._schedules) and len(names) > 1000
+        found = self.store.load_schedules(None if everything else sorted(names))
+        return {r.job_name: r for r in found if r.job_name in names}

@@ -4,10 +4,15 @@ The planner keeps, per job, a cursor: every occurrence at or before it is settle
 someone, recorded as skipped, or inactive). A job without a cursor (agent start, database back
 after an outage, schedule changed) looks back over its catch-up window: catch-up is the same
 mechanism as a normal wake-up. The database has the last word on every candidate.
+
+A pass looks only at the jobs that may be due: a job with nothing due waits in a heap keyed by
+its next occurrence, a disabled one nowhere, until its schedule entry changes. With 100,000
+schedules a pass costs what is due, not what exists.
 """
 
 from __future__ import annotations
 
+import heapq
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,13 +38,46 @@ class Planner:
     rng: random.Random = field(default_factory=random.Random)
     cursors: dict[str, datetime] = field(default_factory=dict)
     truncated: bool = False
+    looked_at: int = 0  # jobs the last pass looked at
     _quiet_until: dict[str, datetime] = field(default_factory=dict)
     _keys: dict[str, tuple[str, str, datetime]] = field(default_factory=dict)
+    # The jobs to look at on the next pass; the others wait in `_heap` (quiet until a time,
+    # an entry is stale unless `_quiet_until` still says that time) or are disabled.
+    _visit: set[str] = field(default_factory=set)
+    _heap: list[tuple[datetime, str]] = field(default_factory=list)
+    _seen: Mapping[str, tuple[ScheduleRecord, Schedule]] = field(default_factory=dict)
 
     def forget(self) -> None:
         """Start over (after an outage): every job looks back over its catch-up window."""
         self.cursors.clear()
         self._quiet_until.clear()
+        self._heap.clear()
+        self._visit.update(self._seen)
+
+    def _sync(self, schedules: Mapping[str, tuple[ScheduleRecord, Schedule]]) -> None:
+        """Another mapping than the last one: look at the jobs whose entry is new (a caller
+        replaces the mapping, and the entries of what changed, rather than editing them)."""
+        if schedules is self._seen:
+            return
+        seen = self._seen
+        self._visit.update(name for name, entry in schedules.items() if seen.get(name) is not entry)
+        self._seen = schedules
+
+    def _wake(self, now: datetime) -> None:
+        """Move the jobs whose quiet time has come from the heap to the jobs to visit."""
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            when, name = heapq.heappop(heap)
+            if self._quiet_until.get(name) == when:
+                self._visit.add(name)
+        if len(heap) > 2 * len(self._quiet_until) + 1024:  # stale entries of changed jobs
+            self._heap = [(when, name) for when, name in heap
+                          if self._quiet_until.get(name) == when]
+            heapq.heapify(self._heap)
+
+    def _quiet_until_at(self, name: str, when: datetime) -> None:
+        self._quiet_until[name] = when
+        heapq.heappush(self._heap, (when, name))
 
     def plan(
         self,
@@ -52,24 +90,38 @@ class Planner:
         With `capacity`, jobs wanting a run are proposed for about twice the free slots only
         (random ones, so replicas spread), and planning stops there: a pass costs O(slots), not
         O(due jobs), in Python as in the database. `truncated` then says that some job not
-        looked at may be due.
+        proposed may be due. Past the quota, a job seen for the first time (or changed) is
+        still classified, due or quiet, so that a quiet one goes to the heap at once.
         """
-        names = list(schedules)
+        self._sync(schedules)
+        self._wake(now)
+        names = list(self._visit)
         self.rng.shuffle(names)
+        self.looked_at = len(names)
         planned: list[Candidate] = []
         wanting = 0
         self.truncated = False
         for name in names:
-            record, schedule = schedules[name]
-            if self._quiet(name, record, now):
+            entry = schedules.get(name)
+            if entry is None:
+                self._visit.discard(name)
                 continue
-            if capacity is not None and wanting >= 2 * capacity:
-                self.truncated = True
-                break
+            record, schedule = entry
+            if self._quiet(name, record, now):
+                self._visit.discard(name)  # its heap entry wakes it
+                continue
+            full = capacity is not None and wanting >= 2 * capacity
+            if full and self._keys.get(name) == _key(record):
+                self.truncated = True  # known to be due: the next pass proposes it
+                continue
             job = self._plan_job(record, schedule, now)
-            if any(c.want == "running" for c in job):
-                wanting += 1
-            planned.extend(job)
+            if not job:
+                self._visit.discard(name)  # quiet (in the heap) or disabled
+            elif full:
+                self.truncated = True  # new and due: classified, proposed by a later pass
+            else:
+                wanting += any(c.want == "running" for c in job)
+                planned.extend(job)
         return planned
 
     def _quiet(self, name: str, record: ScheduleRecord, now: datetime) -> bool:
@@ -97,7 +149,7 @@ class Planner:
             # Nothing in (lower, now]: nothing is due before the next occurrence after `lower`.
             nxt = schedule.next_after(lower)
             if nxt is not None:
-                self._quiet_until[record.job_name] = nxt
+                self._quiet_until_at(record.job_name, nxt)
             return []
         latest = due[-1]
         if len(due) > MAX_PER_PASS:
@@ -147,8 +199,16 @@ class Planner:
         self, schedules: Mapping[str, tuple[ScheduleRecord, Schedule]], now: datetime
     ) -> datetime | None:
         """The earliest instant at which some job has a new occurrence."""
-        upcoming = []
-        for name, (record, schedule) in schedules.items():
+        self._sync(schedules)
+        heap = self._heap
+        while heap and self._quiet_until.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        upcoming = [heap[0][0]] if heap else []
+        for name in self._visit:
+            entry = schedules.get(name)
+            if entry is None:
+                continue
+            record, schedule = entry
             if not record.enabled:
                 continue
             nxt = self._quiet_until.get(name)

@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from datetime import date, timedelta
 from functools import lru_cache
+from typing import TypeVar
+from weakref import WeakValueDictionary
 
 from claimsched.errors import InvalidSchedule
 
@@ -105,13 +107,34 @@ def parse_rule(expression: object) -> Cron | Every:
         kind = type(expression).__name__
         raise InvalidSchedule(f"invalid schedule: expected a string, got {kind}",
                               field="expression")
-    return _parse_rule(" ".join(expression.split()))  # one key, and one message, per rule
+    key = " ".join(expression.split())  # one key, and one message, per rule
+    rule = _LIVE_RULES.get(key)
+    if rule is None:
+        rule = _LIVE_RULES[key] = _parse_rule(key)
+    return rule
+
+
+_Values = TypeVar("_Values", tuple[int, ...], frozenset[int])
+
+# Every schedule of one expression holds the same rule while any is alive, however many
+# expressions are in use (the parse cache below holds the latest 1,024 only).
+_LIVE_RULES: WeakValueDictionary[str, Cron | Every] = WeakValueDictionary()
+
+
+@lru_cache(maxsize=4096)
+def _interned(values: _Values) -> _Values:
+    """The first of equal field value sets: rules share them (most name every day, month and
+    weekday) instead of holding ~2 KiB of sets each."""
+    return values
 
 
 def resolve(expression: str, job_name: str | None) -> str:
     """The expression with its hashed fields (``H``, ``H(a-b)``, ``H/n``) written out for this
     job; any other expression unchanged but for its whitespace, normalised."""
-    return _resolve(" ".join(expression.split()), job_name)
+    normal = " ".join(expression.split())
+    if "H" not in normal.upper():
+        return normal  # no hashed field: no need to remember it per job
+    return _resolve(normal, job_name)
 
 
 @lru_cache(maxsize=4096)
@@ -240,11 +263,11 @@ def _parse_rule(expression: str) -> Cron | Every:
                   f"{quoted(words[3])}")
         raise _invalid(expression, detail, "day-of-month")
     return Cron(
-        minutes=tuple(sorted(minutes)),
-        hours=tuple(sorted(hours)),
-        days=frozenset(days),
-        months=frozenset(months),
-        weekdays=frozenset(day % 7 for day in weekdays),
+        minutes=_interned(tuple(sorted(minutes))),
+        hours=_interned(tuple(sorted(hours))),
+        days=_interned(frozenset(days)),
+        months=_interned(frozenset(months)),
+        weekdays=_interned(frozenset(day % 7 for day in weekdays)),
         either_day=not (any_day or any_weekday),
         fixed_time=words[1] != "*" and "/" not in words[1],
     )

@@ -104,11 +104,14 @@ expressions are."""
 
     def next_after(self, t: datetime) -> datetime | None:
         """The first fire time strictly after ``t``; None if it never fires again."""
-        return _instant(self._next(_seconds(t)))
+        at = _seconds(t)
+        return _instant(self._next(at) if isinstance(self._rule, Every) else _shared_next(self, at))
 
     def latest_at_or_before(self, t: datetime) -> datetime | None:
         """The last fire time at or before ``t``: the fire key of the period containing ``t``."""
-        return _instant(self._latest(_seconds(t)))
+        at = _seconds(t)
+        return _instant(self._latest(at) if isinstance(self._rule, Every)
+                        else _shared_latest(self, at))
 
     def between(self, start: datetime, end: datetime, limit: int | None = None) -> list[datetime]:
         """Fire times in ``(start, end]``, ascending; with a limit, only the latest ``limit``."""
@@ -135,7 +138,7 @@ expressions are."""
             return 0
         if isinstance(self._rule, Every):
             return high // self._rule.seconds - low // self._rule.seconds
-        return self._cron_count(low, high)
+        return _shared_count(self, low, high)
 
     def upcoming(self, t: datetime, count: int) -> list[datetime]:
         """The next ``count`` fire times after ``t`` (fewer if the schedule ends)."""
@@ -146,7 +149,7 @@ expressions are."""
             step = self._rule.seconds
             found = [(at // step + k) * step for k in range(1, count + 1)]
         else:
-            found = self._cron_upcoming(at, count)
+            found = list(_shared_upcoming(self, at, count))
         fires: list[datetime] = []
         for fire in map(_instant, found):
             if fire is None:
@@ -249,18 +252,13 @@ expressions are."""
         last = min(self._local_ordinal(high) + 1, _LAST_ORDINAL)
         # A day's fires are within a day (the largest UTC offset) of its wall clock read as UTC.
         inside = range(low // _DAY + 2 + _EPOCH_ORDINAL, high // _DAY - 1 + _EPOCH_ORDINAL)
-        steady: dict[int, bool] = {}
-
-        def is_steady(ordinal: int) -> bool:
-            if ordinal not in steady:
-                steady[ordinal] = _steady(self._zone, ordinal)
-            return steady[ordinal]
-
+        zone = self._zone
         per_day, count = len(cron.minutes) * len(cron.hours), 0
         for ordinal in range(first, last + 1):
             if not cron.matches(date.fromordinal(ordinal)):
                 continue
-            if ordinal in inside and all(map(is_steady, (ordinal - 1, ordinal, ordinal + 1))):
+            if ordinal in inside and all(_steady(zone, day)
+                                         for day in (ordinal - 1, ordinal, ordinal + 1)):
                 count += per_day
             else:
                 fires = self._days(ordinal)
@@ -279,6 +277,29 @@ expressions are."""
             return (_EPOCH + timedelta(seconds=at)).astimezone(self._zone).toordinal()
         except OverflowError:
             return _LAST_ORDINAL if at > 0 else _FIRST_ORDINAL
+
+
+# Schedules of one expression in one zone (equal Schedules) give the same answers, and many
+# jobs ask the same questions (the operator's windows of every job end at one instant): the
+# latest answers are shared, whichever job asks.
+@lru_cache(maxsize=8192)
+def _shared_next(schedule: Schedule, at: int) -> int | None:
+    return schedule._next(at)
+
+
+@lru_cache(maxsize=8192)
+def _shared_latest(schedule: Schedule, at: int) -> int | None:
+    return schedule._latest(at)
+
+
+@lru_cache(maxsize=8192)
+def _shared_count(schedule: Schedule, low: int, high: int) -> int:
+    return schedule._cron_count(low, high)
+
+
+@lru_cache(maxsize=8192)
+def _shared_upcoming(schedule: Schedule, at: int, count: int) -> tuple[int, ...]:
+    return tuple(schedule._cron_upcoming(at, count))
 
 
 def _days_of(cron: Cron, zone: ZoneInfo) -> _Days:
@@ -321,6 +342,7 @@ def _day_fires(cron: Cron, zone: ZoneInfo, ordinal: int) -> _Fires:
     return array("q", sorted(fires))
 
 
+@lru_cache(maxsize=8192)  # a zone's days: every schedule of the zone asks about the same ones
 def _steady(zone: ZoneInfo, ordinal: int) -> bool:
     """Whether the local clock runs without a jump through a day: one offset at 00:00 and at
     23:59, neither skipped nor repeated. (A change and its reversal within one day would pass

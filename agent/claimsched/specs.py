@@ -47,7 +47,7 @@ def validate_job_name(name: str) -> str:
     return name
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class JobSpec:
     """One job's schedule and run settings: a row of `job_schedule`.
 
@@ -72,6 +72,7 @@ class JobSpec:
     suspend_reason: str | None = None  # why it is suspended, for people (at most 1024 chars)
     suspend_until: datetime | None = None  # suspended until then (enabled stays True): nothing
     #                                        at or before it runs; it resumes by itself
+    _schedule: Schedule = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         problems = self._problems()
@@ -82,7 +83,9 @@ class JobSpec:
                 f"heartbeat_seconds ({self.heartbeat_seconds}) must be at most a third of "
                 f"lease_seconds ({self.lease_seconds})"
             )
-        self.parsed  # noqa: B018  # raises InvalidSchedule / UnknownTimeZone
+        # Raises InvalidSchedule / UnknownTimeZone; parsed once, kept (its rule stays shared).
+        object.__setattr__(self, "_schedule",
+                           parse_schedule(self.schedule, self.time_zone, self.job_name))
 
     def _problems(self) -> list[str]:
         problems = []
@@ -125,14 +128,14 @@ class JobSpec:
     @property
     def parsed(self) -> Schedule:
         """The schedule, its hashed fields (``H``) resolved for this job's name."""
-        return parse_schedule(self.schedule, self.time_zone, self.job_name)
+        return self._schedule
 
     def row(self) -> dict[str, Any]:
         """Every field by name: the parameters of the statements that write a schedule."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class ScheduleRecord(JobSpec):
     """A schedule as stored, with the database's bookkeeping."""
 
@@ -140,7 +143,7 @@ class ScheduleRecord(JobSpec):
     updated_at: datetime
 
     def __post_init__(self) -> None:
-        super().__post_init__()
+        JobSpec.__post_init__(self)  # slots: a new class, where super() without arguments fails
         for name in ("active_since", "updated_at"):
             if not isinstance(getattr(self, name), datetime):
                 raise InvalidSpec(f"{name}: expected a datetime, got {getattr(self, name)!r}")
@@ -153,14 +156,15 @@ class ScheduleRecord(JobSpec):
         return self.active_since if until is None else max(self.active_since, until)
 
 
-_SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(JobSpec))
+_SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(JobSpec) if f.init)
 #: The job_schedule columns a spec writes (every field but the key), in one order: the SQL's
 #: column lists are made from it (claimsched.db.queries).
-SPEC_COLUMNS = tuple(f.name for f in dataclasses.fields(JobSpec) if f.name != "job_name")
+SPEC_COLUMNS = tuple(f.name for f in dataclasses.fields(JobSpec)
+                     if f.init and f.name != "job_name")
 #: The columns of a suspension: set by `claimsched suspend` / `resume` on a code declaration's
 #: row, which a code declaration (the app restarting) never changes back.
 SUSPENSION_COLUMNS = ("enabled", "suspend_reason", "suspend_until")
-_OPTIONAL = frozenset(f.name for f in dataclasses.fields(JobSpec) if f.default is None)
+_OPTIONAL = frozenset(f.name for f in dataclasses.fields(JobSpec) if f.init and f.default is None)
 _REQUIRED = ("job_name", "schedule")
 
 

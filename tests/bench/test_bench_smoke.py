@@ -25,6 +25,7 @@ TINY = {
     "c": ["--replicas", "2", "--jobs", "100", "--window", "3", "--warmup", "1",
           "--max-concurrency", "20", "--pgbench-seconds", "1"],
     "d": ["--jobs", "40", "--refreshes", "1", "--history-days", "2"],
+    "e": ["--replicas", "2", "--jobs", "200", "--window", "4", "--warmup", "1", "--changes", "1"],
 }
 KEYS = {
     "a": ["latency", "statements", "idle", "cpu_s_per_replica_per_min", "rss_mib_per_replica",
@@ -32,6 +33,7 @@ KEYS = {
     "b": ["latency", "last_start_s", "spread", "statements", "fires"],
     "c": ["agents", "pgbench", "ratio", "statements", "replicas"],
     "d": ["sizes"],
+    "e": ["latency", "fires", "changes", "replicas", "statements"],
 }
 
 
@@ -47,7 +49,7 @@ def _bench(scenario: str, out: Path) -> dict[str, Any]:
     return result
 
 
-@pytest.mark.parametrize("scenario", ["a", "b", "c", "d"])
+@pytest.mark.parametrize("scenario", ["a", "b", "c", "d", "e"])
 def test_each_scenario_writes_a_result_and_a_plot(scenario: str, tmp_path: Path) -> None:
     result = _bench(scenario, tmp_path)
     assert result["scenario"] == scenario
@@ -68,6 +70,10 @@ def test_each_scenario_writes_a_result_and_a_plot(scenario: str, tmp_path: Path)
         assert result["pgbench"]
     if scenario == "d":
         assert all(size["statements_per_refresh"] >= 1 for size in result["sizes"])
+    if scenario == "e":
+        assert result["fires"]["duplicates"] == 0 and result["fires"]["started"] > 0
+        assert result["changes"][0]["visible_s"] is not None
+        assert result["changes"][0]["rows_per_replica"] >= 1
 
 
 def test_the_soak_versions_a_summary_and_keeps_the_raw_samples_apart(tmp_path: Path) -> None:

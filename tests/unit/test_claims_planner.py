@@ -157,3 +157,47 @@ def test_a_job_with_nothing_due_is_not_planned_again_before_its_next_occurrence(
     assert plan(planner, rec, NOW + timedelta(seconds=60)) == [("01:00", "running")]
     changed = record(schedule="@every 30s", active_since=NOW + timedelta(seconds=1))
     assert plan(planner, changed, NOW + timedelta(seconds=30)) == [("00:30", "running")]
+
+
+def test_a_pass_looks_only_at_the_jobs_that_may_be_due_not_at_every_schedule() -> None:
+    daily = {f"d{i}": record(job_name=f"d{i}", schedule=f"{i % 60} {i // 60 % 24} * * *")
+             for i in range(2000)}
+    every = {"e0": record(job_name="e0", schedule="@every 1s")}
+    schedules = {name: (rec, rec.parsed) for name, rec in {**daily, **every}.items()}
+    planner = Planner()
+    first = planner.plan(schedules, NOW)
+    assert planner.looked_at == 2001
+    due = {c.job_name for c in first}
+    assert "e0" in due and len(due) <= 3  # e0 and the daily jobs of the last minute
+    planner.learn(ClaimResult(c.job_name, c.fire_time, "claimed", None) for c in first)
+    later = NOW + timedelta(seconds=1)
+    assert [c.job_name for c in planner.plan(schedules, later)] == ["e0"]
+    assert planner.looked_at == len(due)  # what was due, to see it settled; nothing else
+    planner.learn([ClaimResult("e0", later, "claimed", None)])
+    assert planner.next_due(schedules, later) == later + timedelta(seconds=1)
+    # A changed entry (in a new mapping) is looked at again, and only it.
+    moved = record(job_name="d5", schedule="@every 1s", active_since=later)
+    changed = {**schedules, "d5": (moved, moved.parsed)}
+    then = later + timedelta(seconds=1)
+    assert {c.job_name for c in planner.plan(changed, then)} == {"d5", "e0"}
+    assert planner.looked_at == 2
+    # Disabled: not looked at again until its entry changes.
+    off = record(job_name="d5", schedule="@every 1s", enabled=False)
+    disabled = {**changed, "d5": (off, off.parsed)}
+    planner.learn([ClaimResult("e0", then, "claimed", None)])
+    assert [c.job_name for c in planner.plan(disabled, then)] == []
+    planner.learn([])
+    assert [c.job_name for c in planner.plan(disabled, then + timedelta(seconds=1))] == ["e0"]
+    assert planner.looked_at == 1
+
+
+def test_past_the_quota_a_pass_still_sends_every_quiet_new_job_to_the_heap() -> None:
+    daily = {f"d{i}": record(job_name=f"d{i}", schedule=f"{i % 60} {i // 60 % 11 + 13} * * *")
+             for i in range(2000)}
+    every = {f"e{i}": record(job_name=f"e{i}", schedule="@every 1s") for i in range(50)}
+    schedules = {name: (rec, rec.parsed) for name, rec in {**daily, **every}.items()}
+    planner = Planner()
+    first = planner.plan(schedules, NOW, capacity=4)
+    assert planner.truncated and len({c.job_name for c in first}) == 8
+    planner.plan(schedules, NOW, capacity=4)
+    assert planner.looked_at == 50  # the due ones only: the daily jobs wait in the heap

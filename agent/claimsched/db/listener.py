@@ -18,8 +18,9 @@ from .connection import redact_dsn, translated
 from .session import detect_pooling
 
 #: The channels the SQL notifies on (sql/schema.sql's trigger, sql/queries.sql); the payload
-#: is the schema, so agents of other schemas in the same database ignore it.
-NOTIFY_SCHEDULES = "claimsched_schedules"
+#: ends with the schema, so agents of other schemas in the same database ignore it. A schedule
+#: change's payload names the changed jobs first: `<job> <job> ...` (or `*`: too many), `\n`.
+NOTIFY_SCHEDULES = "claimsched_schedule_names"
 NOTIFY_RUNS = "claimsched_runs"
 CHANNELS = (NOTIFY_SCHEDULES, NOTIFY_RUNS)
 
@@ -32,6 +33,7 @@ class Listener:
     restarted or failed over) it LISTENs again and reports every channel as fired once: what
     was notified while it was away is lost, so everything must be looked at again.
     `must_be_direct` refuses a connection through a pooler (a listen_dsn must not be one).
+    `changed()` says which schedules the notifications named.
     """
 
     def __init__(
@@ -47,6 +49,7 @@ class Listener:
         self._conn: psycopg.Connection[Any] | None = None
         self._listened = False
         self._missed = False
+        self._changed: set[str] | None = set()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
 
@@ -80,6 +83,8 @@ class Listener:
         """Block up to `timeout` seconds; the channels that fired for our schema."""
         conn = self.listen()
         fired: set[str] = set(CHANNELS) if self._missed else set()
+        if self._missed:
+            self._changed = None
         self._missed = False
         try:
             wake = self._wake_r.fileno()
@@ -90,12 +95,31 @@ class Listener:
             with translated():
                 conn.pgconn.consume_input()
                 while (note := conn.pgconn.notifies()) is not None:
-                    if note.extra.decode() == self._schema:
-                        fired.add(note.relname.decode())
+                    channel, payload = note.relname.decode(), note.extra.decode()
+                    names, schema = "", payload
+                    if channel == NOTIFY_SCHEDULES:  # job names hold no newline; a schema may
+                        names, _, schema = payload.partition("\n")
+                    if schema != self._schema:
+                        continue
+                    fired.add(channel)
+                    if channel == NOTIFY_SCHEDULES:
+                        self._named(names)
         except Exception:
             self.close()
             raise
         return fired
+
+    def _named(self, names: str) -> None:
+        if self._changed is not None and names and names != "*":
+            self._changed.update(names.split(" "))
+        else:
+            self._changed = None
+
+    def changed(self) -> set[str] | None:
+        """The schedules the notifications since the last call named; None: any may have
+        changed (too many to name, or notifications were missed)."""
+        changed, self._changed = self._changed, set()
+        return changed
 
     def close(self) -> None:
         if self._conn is not None:
@@ -112,7 +136,8 @@ class Poller:
     """The Listener's stand-in behind a pooler: one cheap statement every `period` seconds.
 
     `poll()` answers a fingerprint of the schedules and whether runs want an owner; `wait`
-    reports a changed fingerprint as a schedules notification, wanted runs as a runs one.
+    reports a changed fingerprint as a schedules notification, wanted runs as a runs one. It
+    cannot say which schedules changed: `changed()` is None.
     """
 
     def __init__(self, poll: Callable[[], tuple[str, bool]], period: float) -> None:
@@ -142,6 +167,9 @@ class Poller:
         if claimable:
             fired.add(NOTIFY_RUNS)
         return fired
+
+    def changed(self) -> set[str] | None:
+        return None
 
     def close(self) -> None:
         self._seen = None

@@ -6,7 +6,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -229,9 +229,19 @@ class Store:
 
     # -- schedules ---------------------------------------------------------------------------
 
-    def load_schedules(self) -> list[ScheduleRecord]:
+    def load_schedules(self, names: Collection[str] | None = None) -> list[ScheduleRecord]:
+        """Every schedule, or those of `names` (a name without a row has none)."""
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return [ScheduleRecord(**row) for row in cur.execute(query("load_schedules"))]
+            if names is None:
+                rows = cur.execute(query("load_schedules"))
+            else:
+                rows = cur.execute(query("load_schedules_named"), {"names": list(names)})
+            return [ScheduleRecord(**row) for row in rows]
+
+    def schedule_versions(self) -> dict[str, datetime]:
+        """Each schedule's last change (its updated_at), by job."""
+        with self.connection() as conn:
+            return dict(conn.execute(query("schedule_versions")).fetchall())
 
     def upsert_schedule(self, spec: JobSpec) -> Written:
         """Write a code declaration's or the CLI's schedule, unless another owner holds the job

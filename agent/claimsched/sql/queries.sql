@@ -63,6 +63,17 @@ SELECT job_name, {spec_columns}, active_since, updated_at
 FROM job_schedule
 ORDER BY job_name
 
+-- name: load_schedules_named
+-- The named schedules (a change notification named them; a missing one is gone).
+SELECT job_name, {spec_columns}, active_since, updated_at
+FROM job_schedule
+WHERE job_name = ANY (%(names)s::text[])
+
+-- name: schedule_versions
+-- Each schedule's last change: an agent re-reads only the rows whose updated_at is not the one
+-- it holds (every write sets it, sql/schema.sql), whichever order their writers committed in.
+SELECT job_name, updated_at FROM job_schedule
+
 -- name: upsert_schedule
 -- Create or replace a schedule, unless another owner holds the job (the CLI, the operator).
 -- The statement and what it decides: sql/functions.sql's cs_upsert_schedule.

@@ -1,0 +1,103 @@
+"""Schedule changes reach agents by name: the notification names the rows, an agent reads those
+(or, when any may have changed, those whose last change it does not hold), and keeps the rest."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from claimsched import Agent, Run
+from claimsched.db import NOTIFY_SCHEDULES, Listener, Store
+from tests.helpers.polling import wait_for
+
+from .support import sql
+
+JOBS = [f"job{i:03d}" for i in range(60)]
+
+
+def _insert(dsn: str, names: list[str], schedule: str = "0 3 * * *") -> None:
+    sql(dsn, "INSERT INTO job_schedule (job_name, schedule, source) "
+             "SELECT n, %s, 'cli' FROM unnest(%s::text[]) AS n", [schedule, names])
+
+
+@pytest.fixture
+def listener(store: Store) -> Iterator[Listener]:
+    found = store.listener()
+    assert isinstance(found, Listener)
+    found.listen()
+    yield found
+    found.dispose()
+
+
+def _named(listener: Listener) -> set[str] | None:
+    wait_for(lambda: NOTIFY_SCHEDULES in listener.wait(0.2), "a schedule notification",
+             timeout=10)
+    return listener.changed()
+
+
+def test_a_schedule_notification_names_the_rows_a_statement_changed(
+    dsn: str, listener: Listener
+) -> None:
+    _insert(dsn, ["a", "b"])
+    assert _named(listener) == {"a", "b"}
+    sql(dsn, "UPDATE job_schedule SET schedule = '0 4 * * *' WHERE job_name = 'a'")
+    assert _named(listener) == {"a"}
+    sql(dsn, "DELETE FROM job_schedule WHERE job_name = 'b'")
+    assert _named(listener) == {"b"}
+    # Too many names for one notification (8000 bytes): any may have changed.
+    _insert(dsn, [f"{'x' * 100}{i:04d}" for i in range(200)])
+    assert _named(listener) is None
+    assert listener.changed() == set()
+
+
+def test_an_agent_reads_only_the_changed_schedules_and_drops_a_deleted_one(dsn: str) -> None:
+    _insert(dsn, JOBS)
+    agent = Agent(dsn, agent_id="reader", housekeeping_seconds=0.3)
+    for name in JOBS:
+        agent.job(name)(lambda run: None)
+    agent.start()
+    try:
+        wait_for(lambda: len(agent.claimer._schedules) == len(JOBS), "the schedules read",
+                 timeout=10)
+        before = dict(agent.claimer._schedules)
+        sql(dsn, "UPDATE job_schedule SET schedule = '@every 1h' WHERE job_name = 'job001'")
+        sql(dsn, "DELETE FROM job_schedule WHERE job_name = 'job002'")
+        wait_for(lambda: "job002" not in agent.claimer._schedules
+                 and agent.claimer._schedules["job001"][0].schedule == "@every 1h",
+                 "the agent to read the changes", timeout=10)
+        after = agent.claimer._schedules
+        assert [n for n in JOBS[3:] if after[n] is not before[n]] == []  # kept, not re-read
+    finally:
+        agent.stop()
+
+
+def test_a_re_read_finds_a_change_that_committed_after_a_later_one(store: Store,
+                                                                   dsn: str) -> None:
+    """updated_at is when a writer's transaction began, not when it committed: a change whose
+    writer began first and committed last is still read (no high-water mark of updated_at)."""
+    _insert(dsn, ["early", "late"])
+    agent = Agent(dsn, agent_id="rereader")
+    agent.job("early")(_nothing)
+    agent.job("late")(_nothing)
+    agent.store.open()
+    try:
+        agent.claimer._refresh_schedules()
+        with psycopg.connect(dsn) as slow:
+            slow.execute("SET search_path = claimsched, public")
+            slow.execute("UPDATE job_schedule SET schedule = '@every 2h' WHERE job_name = 'early'")
+            sql(dsn, "UPDATE job_schedule SET schedule = '@every 3h' WHERE job_name = 'late'")
+            agent.claimer.schedules_changed(None)  # any may have changed: as on reconnecting
+            agent.claimer._refresh_schedules()
+            assert agent.claimer._schedules["late"][0].schedule == "@every 3h"
+            assert agent.claimer._schedules["early"][0].schedule == "0 3 * * *"
+        agent.claimer.schedules_changed(None)
+        agent.claimer._refresh_schedules()
+        assert agent.claimer._schedules["early"][0].schedule == "@every 2h"
+    finally:
+        agent.store.close()
+
+
+def _nothing(run: Run) -> None:
+    pass
