@@ -60,7 +60,9 @@ def script(kind: str, batch: int, jobs: int) -> str:
         "agent_id": "'pgbench'",
     }.items():
         body = body.replace(f"%({name})s", value)
-    body = re.sub(r"\b(job_runs|job_schedule|forbid_in_progress)\b", r"claimsched.\1", body)
+    body = re.sub(
+        r"\b(job_runs|job_schedule|forbid_in_progress|cs_claim)\b", r"claimsched.\1", body
+    )
     return head + body + ";\n"
 
 
