@@ -116,7 +116,7 @@ class Agent:
         )
         about = presence(self.settings.housekeeping_seconds)
         self.housekeeper = Housekeeper(
-            lambda: store.housekeeping(agent_id, self.handlers, about),
+            lambda listed: store.housekeeping(agent_id, self.handlers if listed else None, about),
             period=self.settings.housekeeping_seconds,
             clock=self.clock,
             log=self.log,
@@ -184,7 +184,7 @@ class Agent:
         # A database that is away (restarting, failing over) is waited for, as a pool would.
         retry_away(lambda: self.store.open(timeout=10.0), self.settings.start_timeout_seconds,
                    self.log)
-        self._listener = self.store.listener(self.handlers)
+        self._listener = self.store.listener(self.agent_id)
         try:
             # LISTEN before the first schedule read: no change can slip in between.
             self._listener.listen()

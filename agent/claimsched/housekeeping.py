@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import metrics
@@ -36,22 +36,32 @@ def presence(period: float) -> dict[str, Any]:
 class Housekeeper:
     """Keeps this agent's presence row fresh and reaps expired leases (any replica may).
 
-    `sweep` sends the one housekeeping statement every `period` seconds; `on_reaped` is called
-    when runs were fenced out (the heartbeat should look at once), `on_claimable` when runs
-    want an owner.
+    `sweep(listed)` sends the one housekeeping statement every `period` seconds, with the
+    agent's job list when `listed` (the first time, and again at once whenever the row turned
+    out not to hold it: deleted, or a database that never had it), else without (the row keeps
+    it: with 100,000 jobs the list is megabytes). `on_reaped` is called when runs were fenced
+    out (the heartbeat should look at once), `on_claimable` when runs want an owner.
     """
 
-    sweep: Callable[[], Housekeeping]
+    sweep: Callable[[bool], Housekeeping]
     period: float
     clock: DbClock
     log: AgentLog
     health: DatabaseHealth
     on_reaped: Callable[[], None]
     on_claimable: Callable[[], None]
+    _listed: bool = field(init=False, default=False)  # the row holds this agent's job list
 
     def once(self) -> None:
+        listed = self._listed
+        self._sweep(listed=not listed)
+        if listed and not self._listed:  # the row lost the list: again, with it
+            self._sweep(listed=True)
+
+    def _sweep(self, listed: bool) -> None:
         sent = time.time()
-        found = self.sweep()
+        found = self.sweep(listed)
+        self._listed = found.present
         self.clock.observe(found.db_now, sent, time.time())
         if found.orphaned or found.exhausted or found.overdue:
             metrics.ORPHANS_REAPED.inc(found.orphaned)

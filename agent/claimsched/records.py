@@ -95,6 +95,7 @@ class Housekeeping:
     claimable: bool
     db_now: datetime
     identity: DatabaseIdentity | None = None
+    present: bool = True  # False: the agent's row has no job list (it was gone): send it
 
 
 # -- who owns a job's schedule ---------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -80,12 +80,16 @@ def test_an_effect_is_true_once_and_refused_once_the_lease_is_lost() -> None:
 
 
 def housekeeper(found: Housekeeping | Exception, calls: list[str]) -> Housekeeper:
-    def sweep() -> Housekeeping:
+    def sweep(listed: bool) -> Housekeeping:
         calls.append("sweep")
         if isinstance(found, Exception):
             raise found
         return found
 
+    return keeper(sweep, calls)
+
+
+def keeper(sweep: Callable[[bool], Housekeeping], calls: list[str]) -> Housekeeper:
     return Housekeeper(sweep, period=0.01, clock=DbClock(), log=LOG,
                        health=DatabaseHealth(LOG, lambda: calls.append("recovered")),
                        on_reaped=lambda: calls.append("reaped"),
@@ -105,6 +109,22 @@ def test_a_quiet_sweep_wakes_nobody() -> None:
     calls: list[str] = []
     housekeeper(Housekeeping(0, 0, 0, False, datetime.now(UTC)), calls).once()
     assert calls == ["sweep"]
+
+
+def test_the_job_list_is_sent_once_and_again_at_once_when_the_row_lost_it() -> None:
+    rows = [True, True, True, False, True, True]  # the row holds the list after each sweep
+    sent: list[bool] = []
+
+    def sweep(listed: bool) -> Housekeeping:
+        sent.append(listed)
+        return Housekeeping(0, 0, 0, False, datetime.now(UTC), present=rows.pop(0))
+
+    housekeeping = keeper(sweep, [])
+    for _ in range(4):
+        housekeeping.once()
+    assert sent == [True, False, False, False, True]
+    housekeeping.once()
+    assert sent[5:] == [False]
 
 
 def test_the_housekeeping_loop_outlives_an_unreachable_database() -> None:

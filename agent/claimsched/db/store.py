@@ -355,21 +355,28 @@ class Store:
             return {row[0]: row[1] for row in conn.execute(query("complete"), params)}
 
     def housekeeping(
-        self, agent_id: str, handlers: Sequence[str], presence: dict[str, Any]
+        self, agent_id: str, handlers: Sequence[str] | None, presence: dict[str, Any]
     ) -> Housekeeping:
-        """Presence, reaper and max_runtime in one statement."""
-        params = {"agent_id": agent_id, "handlers": list(handlers), **presence}
+        """Presence, reaper and max_runtime in one statement. `handlers` None: the agent's row
+        keeps the list it has (`present` False when it has none)."""
+        params = {
+            "agent_id": agent_id,
+            "handlers": None if handlers is None else list(handlers),
+            **presence,
+        }
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             row = cur.execute(query("housekeeping"), params).fetchone()
         assert row is not None
         identity = _record(DatabaseIdentity, row)
         self.identity.observe(identity)
-        return dataclasses.replace(_record(Housekeeping, row), identity=identity)
+        found = _record(Housekeeping, {**row, "present": bool(row["present"])})
+        return dataclasses.replace(found, identity=identity)
 
-    def poll(self, handlers: Sequence[str]) -> tuple[str, bool]:
-        """Without LISTEN: a fingerprint of the schedules, and whether runs want an owner."""
+    def poll(self, agent_id: str | None) -> tuple[str, bool]:
+        """Without LISTEN: a fingerprint of the schedules, and whether runs of the jobs in this
+        agent's row want an owner."""
         with self.connection() as conn:
-            row = conn.execute(query("poll"), {"handlers": list(handlers)}).fetchone()
+            row = conn.execute(query("poll"), {"agent_id": agent_id}).fetchone()
         assert row is not None
         return str(row[0]), bool(row[1])
 
@@ -416,7 +423,7 @@ class Store:
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             return list(cur.execute(query("list_agents")))
 
-    def listener(self, handlers: Sequence[str] = ()) -> Listener | Poller:
+    def listener(self, agent_id: str | None = None) -> Listener | Poller:
         """Notifications: LISTEN on listen_dsn if set, else on a direct connection; behind a
         pooler without listen_dsn (LISTEN through it never hears anything), a poll."""
         listen_dsn = self.listen_dsn
@@ -428,4 +435,4 @@ class Store:
             )
         if self.pooling == "direct":
             return Listener(self.direct, self.schema)
-        return Poller(lambda: self.poll(handlers), self.poll_seconds)
+        return Poller(lambda: self.poll(agent_id), self.poll_seconds)

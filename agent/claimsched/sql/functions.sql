@@ -256,6 +256,11 @@ $$;
 -- leases into orphans (or failures once attempts are exhausted), fail runs past max_runtime,
 -- and say whether any run this agent could take wants an owner. Wakes the others if needed.
 -- Also how durable commits are now, for the agent's metric and `agents`.
+-- p_handlers is the agent's job list, sent when it starts and whenever `present` said its row
+-- lacked one; NULL keeps the row's (an agent may have 100,000 jobs: the list is written once,
+-- not every period). `present` is 1 when this agent's row holds its list after the call, 0 when
+-- it had none (the row was gone and is back without one): the agent sends the list again.
+-- Which runs are this agent's to take is read from its row.
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_housekeeping(
     p_agent_id text, p_hostname text, p_pod text, p_namespace text, p_handlers text[],
@@ -270,12 +275,12 @@ RETURN QUERY
 WITH presence AS (
     INSERT INTO agents (agent_id, hostname, pod, namespace, handlers, version, ttl_seconds,
                         tzdata, durability)
-    VALUES (p_agent_id, p_hostname, p_pod, p_namespace, p_handlers, p_version, p_ttl_seconds,
-            p_tzdata, (SELECT d.durability FROM database_identity() d))
+    VALUES (p_agent_id, p_hostname, p_pod, p_namespace, coalesce(p_handlers, ARRAY[]::text[]),
+            p_version, p_ttl_seconds, p_tzdata, (SELECT d.durability FROM database_identity() d))
     ON CONFLICT (agent_id) DO UPDATE
-    SET last_seen = now(), handlers = EXCLUDED.handlers, ttl_seconds = EXCLUDED.ttl_seconds,
-        stopped_at = NULL, durability = EXCLUDED.durability
-    RETURNING agents.agent_id
+    SET last_seen = now(), handlers = coalesce(p_handlers, agents.handlers),
+        ttl_seconds = EXCLUDED.ttl_seconds, stopped_at = NULL, durability = EXCLUDED.durability
+    RETURNING agents.handlers
 ),
 expired AS (
     UPDATE job_runs r
@@ -299,16 +304,17 @@ overdue AS (
       AND r.started_at + make_interval(secs => s.max_runtime_seconds) < now()
     RETURNING r.id
 )
-SELECT (SELECT count(*) FROM presence),
+SELECT (SELECT count(*) FROM presence p WHERE cardinality(p.handlers) > 0),
        (SELECT count(*) FROM expired e WHERE e.status = 'orphaned'),
        (SELECT count(*) FROM expired e WHERE e.status = 'failed'),
        (SELECT count(*) FROM overdue),
        EXISTS (SELECT 1 FROM job_runs r
-               WHERE r.job_name = ANY(p_handlers)
+               WHERE r.job_name = ANY((SELECT p.handlers FROM presence p)::text[])
                  AND ((r.status = 'pending' AND r.fire_time <= now()) OR r.status = 'orphaned'
                       OR (r.status = 'failed' AND r.retry_at <= now())))
        OR EXISTS (SELECT 1 FROM expired e
-                  WHERE e.status = 'orphaned' AND e.job_name = ANY(p_handlers)),
+                  WHERE e.status = 'orphaned'
+                    AND e.job_name = ANY((SELECT p.handlers FROM presence p)::text[])),
        CASE WHEN EXISTS (SELECT 1 FROM expired e WHERE e.status = 'orphaned')
             THEN pg_notify('claimsched_runs', current_schema())::text = '' END,
        now(),

@@ -33,11 +33,13 @@ SELECT system_identifier, timeline, durability FROM database_identity()
 
 -- name: poll
 -- Behind a pooler without a listen_dsn: what NOTIFY would have said, asked every few seconds.
--- A fingerprint of the schedules, and whether a run this agent could take wants an owner.
+-- A fingerprint of the schedules, and whether a run this agent could take wants an owner
+-- (its jobs: the list housekeeping keeps in its agents row).
 SELECT (SELECT coalesce(max(updated_at)::text, '') || '/' || count(*) FROM job_schedule)
            AS schedules,
        EXISTS (SELECT 1 FROM job_runs r
-               WHERE r.job_name = ANY(%(handlers)s::text[])
+               WHERE r.job_name = ANY((SELECT a.handlers FROM agents a
+                                       WHERE a.agent_id = %(agent_id)s)::text[])
                  AND (r.status IN ('pending', 'orphaned')
                       OR (r.status = 'failed' AND r.retry_at <= now()))) AS claimable
 

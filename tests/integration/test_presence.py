@@ -1,0 +1,80 @@
+"""An agent's presence row on a real Postgres: its job list is written once, not every sweep,
+and which runs it may take (housekeeping's and the poll's `claimable`) is read from the row."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from claimsched import Agent
+from claimsched.db import Store
+from claimsched.specs import job_spec
+from tests.helpers.polling import wait_for
+
+from .support import PRESENCE, past, sql
+
+
+def _handlers(store: Store, agent_id: str) -> list[str] | None:
+    found = sql(store.dsn, "SELECT handlers FROM agents WHERE agent_id = %s", [agent_id])
+    return found[0][0] if found else None
+
+
+def _wanting_an_owner(store: Store, job: str) -> None:
+    """A requested run of `job` that is due: any agent with its handler may take it."""
+    store.upsert_schedule(job_spec(job_name=job, schedule="@daily"))
+    store.request_runs(job, [past(5)], "manual")
+
+
+def test_a_sweep_without_the_job_list_keeps_the_one_the_row_holds(store: Store) -> None:
+    assert store.housekeeping("a", ["x", "y"], PRESENCE).present
+    found = store.housekeeping("a", None, PRESENCE)
+    assert found.present and not found.claimable
+    assert _handlers(store, "a") == ["x", "y"]
+    assert [a["handlers"] for a in store.list_agents()] == [["x", "y"]]
+    _wanting_an_owner(store, "y")
+    assert store.housekeeping("a", None, PRESENCE).claimable  # y is in a's row
+    store.housekeeping("b", ["z"], PRESENCE)
+    assert not store.housekeeping("b", None, PRESENCE).claimable  # b has no handler for y
+
+
+def test_a_row_without_its_job_list_says_so_until_the_list_is_sent(store: Store) -> None:
+    store.housekeeping("a", ["x"], PRESENCE)
+    sql(store.dsn, "DELETE FROM agents")
+    _wanting_an_owner(store, "x")
+    found = store.housekeeping("a", None, PRESENCE)
+    assert not found.present and not found.claimable
+    assert _handlers(store, "a") == []
+    found = store.housekeeping("a", ["x"], PRESENCE)
+    assert found.present and found.claimable
+    assert _handlers(store, "a") == ["x"]
+
+
+def test_the_poll_asks_about_the_jobs_in_the_agents_row(store: Store) -> None:
+    store.housekeeping("a", ["x"], PRESENCE)
+    store.housekeeping("b", ["z"], PRESENCE)
+    _wanting_an_owner(store, "x")
+    assert store.poll("a")[1]
+    assert not store.poll("b")[1]
+    assert not store.poll(None)[1]
+
+
+@pytest.fixture
+def agent(dsn: str) -> Iterator[Agent]:
+    made = Agent(dsn, agent_id="a", housekeeping_seconds=0.3, shutdown_grace_seconds=1)
+    yield made
+    made.stop()
+
+
+def test_an_agent_whose_row_is_gone_writes_its_job_list_again(dsn: str, agent: Agent) -> None:
+    for name in ("x", "y"):
+        agent.job(name, schedule="@daily")(lambda run: None)
+    agent.start()
+    store = agent.store
+    assert _handlers(store, "a") == ["x", "y"]
+    sql(dsn, "DELETE FROM agents")
+    wait_for(lambda: _handlers(store, "a") == ["x", "y"], timeout=10, what="the list again")
+    _wanting_an_owner(store, "y")
+    wait_for(lambda: sql(dsn, "SELECT 1 FROM job_runs WHERE job_name = 'y'"
+                              " AND status IN ('running', 'done')"),
+             timeout=10, what="the requested run taken")
