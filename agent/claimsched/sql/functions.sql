@@ -260,7 +260,8 @@ $$;
 -- lacked one; NULL keeps the row's (an agent may have 100,000 jobs: the list is written once,
 -- not every period). `present` is 1 when this agent's row holds its list after the call, 0 when
 -- it had none (the row was gone and is back without one): the agent sends the list again.
--- Which runs are this agent's to take is read from its row.
+-- Which runs are this agent's to take is read from its row, as a filter over the few jobs
+-- that have such runs (OFFSET 0: the list must not become 100,000 index probes).
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_housekeeping(
     p_agent_id text, p_hostname text, p_pod text, p_namespace text, p_handlers text[],
@@ -308,10 +309,12 @@ SELECT (SELECT count(*) FROM presence p WHERE cardinality(p.handlers) > 0),
        (SELECT count(*) FROM expired e WHERE e.status = 'orphaned'),
        (SELECT count(*) FROM expired e WHERE e.status = 'failed'),
        (SELECT count(*) FROM overdue),
-       EXISTS (SELECT 1 FROM job_runs r
-               WHERE r.job_name = ANY((SELECT p.handlers FROM presence p)::text[])
-                 AND ((r.status = 'pending' AND r.fire_time <= now()) OR r.status = 'orphaned'
-                      OR (r.status = 'failed' AND r.retry_at <= now())))
+       EXISTS (SELECT 1
+               FROM (SELECT DISTINCT r.job_name FROM job_runs r
+                     WHERE (r.status = 'pending' AND r.fire_time <= now())
+                        OR r.status = 'orphaned' OR (r.status = 'failed' AND r.retry_at <= now())
+                     OFFSET 0) w
+               WHERE w.job_name = ANY((SELECT p.handlers FROM presence p)::text[]))
        OR EXISTS (SELECT 1 FROM expired e
                   WHERE e.status = 'orphaned'
                     AND e.job_name = ANY((SELECT p.handlers FROM presence p)::text[])),

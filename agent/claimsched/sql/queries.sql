@@ -37,11 +37,13 @@ SELECT system_identifier, timeline, durability FROM database_identity()
 -- (its jobs: the list housekeeping keeps in its agents row).
 SELECT (SELECT coalesce(max(updated_at)::text, '') || '/' || count(*) FROM job_schedule)
            AS schedules,
-       EXISTS (SELECT 1 FROM job_runs r
-               WHERE r.job_name = ANY((SELECT a.handlers FROM agents a
-                                       WHERE a.agent_id = %(agent_id)s)::text[])
-                 AND (r.status IN ('pending', 'orphaned')
-                      OR (r.status = 'failed' AND r.retry_at <= now()))) AS claimable
+       EXISTS (SELECT 1
+               FROM (SELECT DISTINCT r.job_name FROM job_runs r
+                     WHERE r.status IN ('pending', 'orphaned')
+                        OR (r.status = 'failed' AND r.retry_at <= now())
+                     OFFSET 0) w  -- a filter over the few wanted jobs, not 100,000 probes
+               WHERE w.job_name = ANY((SELECT a.handlers FROM agents a
+                                       WHERE a.agent_id = %(agent_id)s)::text[])) AS claimable
 
 -- name: current_database
 -- The database connected to (`claimsched roles` grants CONNECT on it).
