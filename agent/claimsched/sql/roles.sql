@@ -9,11 +9,13 @@
 -- The agent role (apps' agents): reads schedules, and writes only through the fenced SECURITY
 -- DEFINER functions of sql/functions.sql (claim, reclaim, heartbeat, complete, release, effect
 -- receipts, housekeeping, presence, code declarations). No INSERT, UPDATE or DELETE on any table.
--- Ownership of a run is proven by the agent id the run was claimed with together with its
--- fencing token (id, fire_time, attempt): the agent role may not read those, neither the runs'
--- claimed_by, id, attempt or error (which names the owner of an expired lease) nor the agents
--- table, so an agent cannot learn another agent's run and pass itself off as its owner. What it
--- may read of job_runs is what its poll for claimable runs needs.
+-- Ownership of a run is proven by the agent id the run was claimed with, its fencing token
+-- (id, fire_time, attempt) and its lease token, a secret each claim returns to its claimer
+-- only. The agent role may read none of them: neither the runs' claimed_by, id, attempt,
+-- lease_token or error (which names the owner of an expired lease) nor the agents table. Agent
+-- ids and fencing tokens also show in logs and statuses; the lease token never does, so an
+-- agent sharing this role cannot pass itself off as another's run's owner. What it may read of
+-- job_runs is what its poll for claimable runs needs.
 --
 -- The operator role (the Kubernetes operator, the CLI, the web view): reads everything, writes
 -- schedules (through cs_upsert_schedule, and the columns that suspend, resume, disable and
@@ -53,13 +55,14 @@ GRANT EXECUTE ON FUNCTION
     {schema}.cs_claim(text, integer, text[], timestamptz[], text[], text[], boolean[],
                       timestamptz[]),
     {schema}.cs_reclaim(text, text[], integer),
-    {schema}.cs_heartbeat(text, bigint[], timestamptz[], integer[], double precision[]),
-    {schema}.cs_complete(text, bigint[], timestamptz[], integer[], text[], text[], boolean[],
-                         integer[], double precision[]),
+    {schema}.cs_heartbeat(text, bigint[], timestamptz[], integer[], uuid[],
+                          double precision[]),
+    {schema}.cs_complete(text, bigint[], timestamptz[], integer[], uuid[], text[], text[],
+                         boolean[], integer[], double precision[]),
     {schema}.cs_housekeeping(text, text, text, text, text[], text, integer, text),
-    {schema}.cs_release(text, bigint[]),
+    {schema}.cs_release(text, bigint[], uuid[]),
     {schema}.cs_agent_stopped(text),
-    {schema}.cs_effect(bigint, timestamptz, text, integer, text, text),
+    {schema}.cs_effect(bigint, timestamptz, text, integer, uuid, text, text),
     {schema}.cs_declare_schedule(jsonb)
 TO {agent};
 
