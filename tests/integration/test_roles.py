@@ -100,6 +100,8 @@ TABLE_WRITES = [
 OPERATOR_WRITES = [s for s in TABLE_WRITES if not s.startswith("UPDATE job_schedule")] + [
     "UPDATE job_schedule SET schedule = '@every 1s'",
     "UPDATE job_schedule SET source = 'code', owner = NULL",
+    "SELECT lease_token FROM job_runs",
+    "SELECT lease_token FROM job_runs_default",
 ]
 
 

@@ -17,7 +17,8 @@
 -- agent sharing this role cannot pass itself off as another's run's owner. What it may read of
 -- job_runs is what its poll for claimable runs needs.
 --
--- The operator role (the Kubernetes operator, the CLI, the web view): reads everything, writes
+-- The operator role (the Kubernetes operator, the CLI, the web view): reads everything but
+-- lease tokens (it has no use for them; what it reads shows in statuses and pages), writes
 -- schedules (through cs_upsert_schedule, and the columns that suspend, resume, disable and
 -- release a row), and asks for manual and backfill runs through cs_request_runs and
 -- cs_trigger_run. It writes no run, receipt or presence row itself. Migrations and maintenance
@@ -70,6 +71,25 @@ TO {agent};
 -- requested runs through functions; suspend, resume, disable and release as plain UPDATEs of
 -- the columns they set.
 GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {operator};
+-- ... but not job_runs.lease_token: every other column of job_runs, none of its partitions
+-- (a query reads them through job_runs, which is checked alone).
+DO $$
+DECLARE
+    part regclass;
+BEGIN
+    EXECUTE format('REVOKE SELECT ON job_runs FROM %I', {operator_name});
+    EXECUTE format('GRANT SELECT (%s) ON job_runs TO %I',
+                   (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
+                    FROM pg_attribute a
+                    WHERE a.attrelid = 'job_runs'::regclass AND a.attnum > 0
+                      AND NOT a.attisdropped AND a.attname <> 'lease_token'),
+                   {operator_name});
+    FOR part IN SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = 'job_runs'::regclass
+    LOOP
+        EXECUTE format('REVOKE SELECT ON %s FROM %I', part, {operator_name});
+    END LOOP;
+END
+$$;
 GRANT UPDATE (enabled, owner, suspend_until, suspend_reason) ON {schema}.job_schedule
     TO {operator};
 GRANT EXECUTE ON FUNCTION
