@@ -26,13 +26,19 @@
 -- hand: the lease token is what another agent sharing the role cannot know. Every statement on
 -- an owned run (renew, complete, release, receipt) matches all three.
 
--- Who may call which function now, by name: granted again at the end of this file.
-CREATE TEMP TABLE cs_callers ON COMMIT DROP AS
-SELECT p.proname AS name, a.grantee::regrole AS grantee
-FROM pg_proc p, aclexplode(p.proacl) a
+-- claimsched's functions in this schema, as they are at each moment of this file.
+CREATE TEMP VIEW cs_functions AS
+SELECT p.oid::regprocedure AS f, p.proname AS name, p.proargnames AS argnames, p.proacl AS acl,
+       p.proowner AS owner
+FROM pg_proc p
 WHERE p.pronamespace = (SELECT n.oid FROM pg_namespace n WHERE n.nspname = current_schema())
-  AND p.proname LIKE 'cs\_%' AND a.privilege_type = 'EXECUTE'
-  AND a.grantee NOT IN (0, p.proowner);
+  AND p.proname LIKE 'cs\_%';
+
+-- Who may call which function now, by name: granted again at the end of this file.
+CREATE TEMP TABLE cs_callers AS
+SELECT c.name, a.grantee::regrole AS grantee
+FROM pg_temp.cs_functions c, aclexplode(c.acl) a
+WHERE a.privilege_type = 'EXECUTE' AND a.grantee NOT IN (0, c.owner);
 
 -- The versions from before lease tokens (migration 0009): their arguments or result columns
 -- have none.
@@ -40,12 +46,10 @@ DO $$
 DECLARE
     f regprocedure;
 BEGIN
-    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
-             WHERE p.pronamespace = (SELECT n.oid FROM pg_namespace n
-                                     WHERE n.nspname = current_schema())
-               AND p.proname IN ('cs_claim', 'cs_reclaim', 'cs_heartbeat', 'cs_complete',
-                                 'cs_release', 'cs_effect')
-               AND NOT EXISTS (SELECT FROM unnest(p.proargnames) AS a(name)
+    FOR f IN SELECT c.f FROM pg_temp.cs_functions c
+             WHERE c.name IN ('cs_claim', 'cs_reclaim', 'cs_heartbeat', 'cs_complete',
+                              'cs_release', 'cs_effect')
+               AND NOT EXISTS (SELECT FROM unnest(c.argnames) AS a(name)
                                WHERE a.name LIKE '%lease\_token%')
     LOOP
         EXECUTE format('DROP FUNCTION %s', f);
@@ -518,34 +522,24 @@ SELECT EXISTS (SELECT 1 FROM job),
 END
 $$;
 
--- Nobody but the owner calls these until `claimsched roles` grants them.
+-- Nobody but the owner calls these until `claimsched roles` grants them, but for the roles
+-- that could call a function before this file ran: a function dropped above, for a new
+-- signature, is granted again to the callers of the one it replaces (by name).
 DO $$
 DECLARE
     f regprocedure;
+    grantee regrole;
 BEGIN
-    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
-             WHERE p.pronamespace = (SELECT n.oid FROM pg_namespace n
-                                     WHERE n.nspname = current_schema())
-               AND p.proname LIKE 'cs\_%'
+    FOR f IN SELECT c.f FROM pg_temp.cs_functions c
     LOOP
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
     END LOOP;
-END
-$$;
-
--- ... but the roles that could call a function before this file ran still can: a function
--- dropped above, for a new signature, is granted again to its callers, by name.
-DO $$
-DECLARE
-    grant_to record;
-BEGIN
-    FOR grant_to IN SELECT p.oid::regprocedure AS f, c.grantee
-                    FROM pg_proc p JOIN pg_temp.cs_callers c ON c.name = p.proname
-                    WHERE p.pronamespace = (SELECT n.oid FROM pg_namespace n
-                                            WHERE n.nspname = current_schema())
+    FOR f, grantee IN SELECT c.f, k.grantee
+                      FROM pg_temp.cs_functions c JOIN pg_temp.cs_callers k ON k.name = c.name
     LOOP
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', grant_to.f, grant_to.grantee);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', f, grantee);
     END LOOP;
 END
 $$;
+DROP VIEW pg_temp.cs_functions;
 DROP TABLE pg_temp.cs_callers;
