@@ -340,17 +340,18 @@ def test_a_reclaim_draws_a_new_lease_token_that_fences_out_the_previous_owner(
 
 def test_migrate_keeps_the_agent_role_able_to_call_functions_whose_signature_changed(
         logins: Logins, as_agent: Store, store: Store, dsn: str) -> None:
-    """An upgrade: the roles were granted for an older cs_heartbeat (no lease token), then
-    `migrate` replaces it. The agent role may call the new one without `claimsched roles`."""
-    agent_role = _execute(logins.agent, "SELECT current_user")[0][0]
-    _execute(dsn, "DROP FUNCTION cs_heartbeat(text, bigint[], timestamptz[], integer[], uuid[],"
-                  " double precision[])")
-    _execute(dsn, "CREATE FUNCTION cs_heartbeat(text, bigint[], timestamptz[], integer[],"
-                  " double precision[]) RETURNS TABLE (id bigint) LANGUAGE sql"
-                  " AS 'SELECT 1::bigint WHERE false'")
-    _execute(dsn, sql.SQL("GRANT EXECUTE ON FUNCTION cs_heartbeat(text, bigint[], timestamptz[],"
-                          " integer[], double precision[]) TO {}").format(
-                              sql.Identifier(agent_role)))
+    """An upgrade: the roles were granted for an older cs_heartbeat (no lease token argument)
+    and cs_reclaim (none among its result columns), then `migrate` replaces them. The agent role
+    may call the new ones without `claimsched roles`."""
+    agent_role = sql.Identifier(_execute(logins.agent, "SELECT current_user")[0][0])
+    older = {"cs_heartbeat(text, bigint[], timestamptz[], integer[], double precision[])":
+             "cs_heartbeat(text, bigint[], timestamptz[], integer[], uuid[], double precision[])",
+             "cs_reclaim(text, text[], integer)": "cs_reclaim(text, text[], integer)"}
+    for old, new in older.items():
+        _execute(dsn, f"DROP FUNCTION {new}")
+        _execute(dsn, f"CREATE FUNCTION {old} RETURNS TABLE (id bigint) LANGUAGE sql"
+                      " AS 'SELECT 1::bigint WHERE false'")
+        _execute(dsn, sql.SQL(f"GRANT EXECUTE ON FUNCTION {old} TO {{}}").format(agent_role))
     store.migrate()
     store.migrate()  # and again: nothing is lost on the way
     store.upsert_schedule(JobSpec(job_name="nightly", schedule="@every 1s", source="cli"))
