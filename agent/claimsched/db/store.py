@@ -6,7 +6,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -331,6 +331,7 @@ class Store:
             "ids": [lease.id for lease in leases],
             "fire_times": [lease.fire_time for lease in leases],
             "attempts": [lease.attempt for lease in leases],
+            "lease_tokens": [lease.lease_token for lease in leases],
             "leases": [lease.lease_seconds for lease in leases],
         }
         with self.connection() as conn:
@@ -345,6 +346,7 @@ class Store:
             "ids": [c.lease.id for c in completions],
             "fire_times": [c.lease.fire_time for c in completions],
             "attempts": [c.lease.attempt for c in completions],
+            "lease_tokens": [c.lease.lease_token for c in completions],
             "statuses": [c.status for c in completions],
             "errors": [c.error for c in completions],
             "retries": [c.lease.retry_on_failure for c in completions],
@@ -373,10 +375,14 @@ class Store:
         assert row is not None
         return str(row[0]), bool(row[1])
 
-    def release(self, agent_id: str, ids: Iterable[int]) -> int:
+    def release(self, agent_id: str, leases: Sequence[Lease]) -> int:
         """Hand these runs back: their leases end now. Again if it lost a deadlock (a reaper or a
         completion takes the same rows in another order): else they would wait out their leases."""
-        params = {"agent_id": agent_id, "ids": list(ids)}
+        params = {
+            "agent_id": agent_id,
+            "ids": [lease.id for lease in leases],
+            "lease_tokens": [lease.lease_token for lease in leases],
+        }
 
         def release() -> int:
             with self.connection() as conn:

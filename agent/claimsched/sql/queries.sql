@@ -127,13 +127,15 @@ SELECT * FROM cs_reclaim(%(agent_id)s, %(jobs)s::text[], %(capacity)s::integer)
 -- Renew the leases this agent still owns; a missing id is a lost lease.
 -- The statement and what it decides: sql/functions.sql's cs_heartbeat.
 SELECT * FROM cs_heartbeat(%(agent_id)s, %(ids)s::bigint[], %(fire_times)s::timestamptz[],
-                           %(attempts)s::integer[], %(leases)s::double precision[])
+                           %(attempts)s::integer[], %(lease_tokens)s::uuid[],
+                           %(leases)s::double precision[])
 
 -- name: complete
--- Record the outcome of finished runs, fenced by owner and attempt (batched).
+-- Record the outcome of finished runs, fenced by owner, attempt and lease token (batched).
 -- The statement and what it decides: sql/functions.sql's cs_complete.
 SELECT * FROM cs_complete(%(agent_id)s, %(ids)s::bigint[], %(fire_times)s::timestamptz[],
-                          %(attempts)s::integer[], %(statuses)s::text[], %(errors)s::text[],
+                          %(attempts)s::integer[], %(lease_tokens)s::uuid[],
+                          %(statuses)s::text[], %(errors)s::text[],
                           %(retries)s::boolean[], %(max_attempts)s::integer[],
                           %(backoffs)s::double precision[])
 
@@ -147,7 +149,7 @@ SELECT * FROM cs_housekeeping(%(agent_id)s, %(hostname)s, %(pod)s, %(namespace)s
 -- name: release
 -- Graceful shutdown: end this agent's leases now.
 -- The statement and what it decides: sql/functions.sql's cs_release.
-SELECT * FROM cs_release(%(agent_id)s, %(ids)s::bigint[])
+SELECT * FROM cs_release(%(agent_id)s, %(ids)s::bigint[], %(lease_tokens)s::uuid[])
 
 -- name: agent_stopped
 -- Graceful shutdown: this agent is gone.
@@ -158,7 +160,7 @@ SELECT * FROM cs_agent_stopped(%(agent_id)s)
 -- Record a side effect's receipt if this run still owns its occurrence.
 -- The statement and what it decides: sql/functions.sql's cs_effect.
 SELECT * FROM cs_effect(%(run_id)s::bigint, %(fire_time)s, %(agent_id)s, %(attempt)s::integer,
-                        %(entity)s, %(job_name)s)
+                        %(lease_token)s::uuid, %(entity)s, %(job_name)s)
 
 -- name: search_path
 -- The session's search_path, to put back after a receipt written in the app's transaction.

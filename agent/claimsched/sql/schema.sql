@@ -63,6 +63,9 @@ CREATE TABLE job_runs (
     error text,                                         -- failure, orphaning or skip reason
     orphan_count integer NOT NULL DEFAULT 0,            -- how often a lease expired on this run
     retry_at timestamptz,                               -- failed, to be retried at this time
+    lease_token uuid,                                   -- the owner's secret: new on every
+                                                        -- (re)claim, told only to the claimer;
+                                                        -- no role but the owner reads it
     PRIMARY KEY (id, fire_time),
     UNIQUE (job_name, fire_time),                       -- one row per occurrence: exactly once
     UNIQUE (id, fire_time, attempt)                     -- the fencing token is a key: a receipt
