@@ -71,7 +71,8 @@ WHERE job_name = ANY (%(names)s::text[])
 
 -- name: schedule_versions
 -- Each schedule's last change: an agent re-reads only the rows whose updated_at is not the one
--- it holds (every write sets it, sql/schema.sql), whichever order their writers committed in.
+-- it holds (every write sets it: a trigger of the migrations), whichever order their writers
+-- committed in.
 SELECT job_name, updated_at FROM job_schedule
 
 -- name: upsert_schedule
