@@ -77,6 +77,8 @@ CREATE INDEX job_runs_running ON job_runs (job_name, lease_until) WHERE status =
 -- Reclaim looks for runs that want an owner.
 CREATE INDEX job_runs_claimable ON job_runs (job_name, fire_time)
     WHERE status IN ('pending', 'orphaned') OR retry_at IS NOT NULL;
+-- The operator's status looks for a job's latest failed run.
+CREATE INDEX job_runs_failed ON job_runs (job_name, fire_time) WHERE status = 'failed';
 
 -- Receipts that make side effects idempotent: one per (entity, job, occurrence).
 CREATE TABLE job_effects (
