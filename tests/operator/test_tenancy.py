@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import kubernetes
 import psycopg
@@ -86,14 +86,16 @@ def run_rows(dsn: str, job: str) -> list[tuple[Any, ...]]:
 
 def ready(api: kubernetes.client.CustomObjectsApi, namespace: str, name: str
           ) -> dict[str, Any] | None:
-    obj = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    obj = cast(dict[str, Any],
+               api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name))
     found = [c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"]
     return dict(found[0]) if found and found[0]["status"] == "False" else None
 
 
-def secret(name: str, dsn: str) -> dict[str, object]:
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque",
-            "data": {"dsn": base64.b64encode(dsn.encode()).decode()}}
+def secret(name: str, dsn: str) -> kubernetes.client.V1Secret:
+    return kubernetes.client.V1Secret(
+        metadata=kubernetes.client.V1ObjectMeta(name=name), type="Opaque",
+        data={"dsn": base64.b64encode(dsn.encode()).decode()})
 
 
 def test_two_teams_share_one_database_and_neither_can_touch_the_others_job(
@@ -165,18 +167,18 @@ def test_two_teams_share_one_database_and_neither_can_touch_the_others_job(
             assert execute(dsn, "SELECT count(*) FROM job_effects WHERE job_name = 'billing'") \
                 == [(0,)]
 
-        for statement in (
-            "UPDATE job_schedule SET schedule = '@every 1s' WHERE job_name = 'billing'",
-            "UPDATE job_schedule SET owner = 'team-b/steal' WHERE job_name = 'billing'",
-            "DELETE FROM job_schedule WHERE job_name = 'billing'",
-            f"UPDATE job_runs SET status = 'failed' WHERE id = {run_id}",
-            f"DELETE FROM job_runs WHERE id = {run_id}",
-            "INSERT INTO job_effects (entity, job_name, fire_time, run_id, attempt) "
-            f"VALUES ('invoice:1', 'billing', now(), {run_id}, {attempt})",
-            f"SELECT lease_token FROM job_runs WHERE id = {run_id}",
+        for statement, params in (
+            ("UPDATE job_schedule SET schedule = '@every 1s' WHERE job_name = 'billing'", []),
+            ("UPDATE job_schedule SET owner = 'team-b/steal' WHERE job_name = 'billing'", []),
+            ("DELETE FROM job_schedule WHERE job_name = 'billing'", []),
+            ("UPDATE job_runs SET status = 'failed' WHERE id = %s", [run_id]),
+            ("DELETE FROM job_runs WHERE id = %s", [run_id]),
+            ("INSERT INTO job_effects (entity, job_name, fire_time, run_id, attempt) "
+             "VALUES ('invoice:1', 'billing', now(), %s, %s)", [run_id, attempt]),
+            ("SELECT lease_token FROM job_runs WHERE id = %s", [run_id]),
         ):
             with pytest.raises(errors.InsufficientPrivilege):
-                execute(team_b.dsn, statement)
+                execute(team_b.dsn, statement, params)
             untouched()
 
         as_b = Store(team_b.dsn)
