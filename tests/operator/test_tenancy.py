@@ -252,3 +252,25 @@ def test_two_teams_share_one_database_and_neither_can_touch_the_others_job(
         operator.log(),
     ])
     assert PASSWORD not in shown
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13: agent roles are not per team; any agent role "
+                   "claims and completes any job's runs (cs_claim, cs_reclaim take any job name)")
+def test_a_teams_agent_role_cannot_claim_another_teams_runs(
+        dsn: str, store: Store, teams: tuple[Team, Team]) -> None:
+    """Team B's agent, registering a handler under team A's job name, must not take its runs
+    (and run its own code in their place)."""
+    _, team_b = teams
+    store.upsert_schedule(JobSpec(job_name="billing", schedule="@every 1h", source="operator",
+                                  owner="team-a/billing"))  # as the operator writes it
+    store.request_runs("billing", [datetime.now(UTC) - timedelta(seconds=5)], "manual")
+    as_b = Store(team_b.dsn)
+    as_b.open()
+    try:
+        taken = as_b.reclaim("team-b-0", ["billing"], 1)
+        for lease in taken:
+            as_b.complete("team-b-0", [Completion(lease, "done")])
+    finally:
+        as_b.close()
+    assert taken == []
+    assert execute(dsn, "SELECT status, claimed_by FROM job_runs") == [("pending", None)]
