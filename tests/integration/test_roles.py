@@ -18,9 +18,10 @@ import pytest
 from psycopg import errors, sql
 from psycopg.conninfo import conninfo_to_dict
 
+from claimsched.cli import main as claimsched
 from claimsched.db import OwnedSchedules, Roles, Store
 from claimsched.db.store import spec_json
-from claimsched.errors import DatabaseError
+from claimsched.errors import ConfigurationError, DatabaseError
 from claimsched.records import Candidate, Completion, Lease
 from claimsched.specs import JobSpec
 
@@ -365,3 +366,59 @@ def test_migrate_keeps_the_agent_role_able_to_call_functions_whose_signature_cha
     with pytest.raises(errors.InsufficientPrivilege):
         _execute(logins.operator, "SELECT * FROM claimsched.cs_heartbeat('a1', NULL, NULL, NULL,"
                                   " NULL, NULL)")
+
+
+# -- scopes: the jobs an agent role may act for (`claimsched roles --jobs`) -------------------
+
+
+def test_a_scoped_agent_role_neither_claims_reclaims_nor_declares_another_job(
+        logins: Logins, as_agent: Store, store: Store, dsn: str) -> None:
+    agent_role, operator_role = (_execute(login, "SELECT current_user")[0][0]
+                                 for login in (logins.agent, logins.operator))
+    scoped = ["roles", "--agent-role", agent_role, "--operator-role", operator_role,
+              "--jobs", "team-a-%", "--jobs", "billing", "--dsn", dsn]
+    assert claimsched(scoped) == 0
+    assert claimsched(scoped) == 0  # idempotent
+    assert _execute(dsn, "SELECT job_pattern FROM agent_scopes WHERE role = %s ORDER BY 1",
+                    [agent_role]) == [("billing",), ("team-a-%",)]
+    for job in ("payroll", "team-a-sweep"):
+        store.upsert_schedule(JobSpec(job_name=job, schedule="@every 1s", source="cli"))
+        store.request_runs(job, [past(5)], "manual")
+    _execute(dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
+    since = {s.job_name: s.active_since for s in store.load_schedules()}
+    due = past(1)
+
+    assert as_agent.reclaim("a1", ["payroll"], 5) == []
+    (taken,) = as_agent.reclaim("a1", ["payroll", "team-a-sweep"], 5)
+    assert taken.job_name == "team-a-sweep"
+    assert as_agent.complete("a1", [Completion(taken, "done")]) == {taken.id: None}
+    claimed = as_agent.claim("a1", [Candidate(job, due, since[job])
+                                    for job in ("payroll", "team-a-sweep")], 2)
+    assert claimed is not None
+    assert [(c.job_name, c.outcome) for c in claimed[1]] == [
+        ("payroll", "inactive"), ("team-a-sweep", "claimed")]
+    refused = as_agent.upsert_schedule(JobSpec(job_name="payroll", schedule="@daily"))
+    assert refused.outcome == "unchanged" and refused.held_by
+    assert as_agent.upsert_schedule(JobSpec(job_name="other", schedule="@daily")).outcome \
+        == "unchanged"
+    assert as_agent.upsert_schedule(JobSpec(job_name="billing", schedule="@daily")).outcome \
+        == "created"
+    assert _execute(dsn, "SELECT job_name, schedule FROM job_schedule ORDER BY 1") == [
+        ("billing", "@daily"), ("payroll", "@every 1s"), ("team-a-sweep", "@every 1s")]
+    assert _execute(dsn, "SELECT status, claimed_by FROM job_runs WHERE job_name = 'payroll'") \
+        == [("pending", None)]
+
+    # The schema's owner is never scoped; `--all-jobs` unscopes the role again.
+    by_owner = store.claim("o1", [Candidate("payroll", due, since["payroll"])], 1)
+    assert by_owner is not None
+    (owned,) = by_owner[1]
+    assert owned.outcome == "claimed" and owned.lease is not None
+    assert store.complete("o1", [Completion(owned.lease, "done")]) == {owned.lease.id: None}
+    assert claimsched(scoped[:5] + ["--all-jobs", "--dsn", dsn]) == 0
+    assert _execute(dsn, "SELECT count(*) FROM agent_scopes") == [(0,)]
+    assert [t.job_name for t in as_agent.reclaim("a1", ["payroll"], 5)] == ["payroll"]
+
+
+def test_a_job_pattern_may_not_be_empty() -> None:
+    with pytest.raises(ConfigurationError, match="may not be empty"):
+        Roles(agent="a", operator="o", jobs=("billing", " "))

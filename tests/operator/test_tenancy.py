@@ -1,5 +1,6 @@
 """Two teams, one database, the real operator: team A and team B each have a namespace, a
-ClaimSchedule, a login role of `claimsched roles` and an agent running as that role. Every
+ClaimSchedule, a login role of `claimsched roles` scoped to its team's jobs and an agent running
+as that role. Every
 cross-team write, takeover and leak team B tries is refused or absent, and team A's run
 completes exactly once all the while."""
 
@@ -28,11 +29,12 @@ from claimsched import Agent, Run
 from claimsched.cli import main as claimsched
 from claimsched.db import Store
 from claimsched.db.store import spec_json
-from claimsched.records import Completion, Lease
+from claimsched.records import Candidate, Completion, Lease
 from claimsched.specs import JobSpec
 from conftest import GROUP, PLURAL, VERSION, Operator, claimschedule, events
 
 TEAM_A, TEAM_B = "team-a", "team-b"
+JOBS = {TEAM_A: "billing", TEAM_B: "reports"}  # each team's job, its agent role's scope
 PASSWORD = "Team-B-Secret-Pw-7"  # in team B's malformed databaseRef DSN
 _counter = itertools.count()
 
@@ -54,14 +56,14 @@ def execute(dsn: str, statement: Any, params: Any = None) -> list[tuple[Any, ...
 @pytest.fixture
 def teams(dsn: str) -> Iterator[tuple[Team, Team]]:
     """Each team's agent role, made by `claimsched roles` (roles are server-wide: this test's
-    own names), with a password."""
+    own names) and scoped to its team's job, with a password."""
     suffix = f"{os.getpid()}_{next(_counter)}"
     operator_role = f"tenancy_operator_{suffix}"
     made = []
     for namespace in (TEAM_A, TEAM_B):
         role = f"{namespace.replace('-', '_')}_agent_{suffix}"
         assert claimsched(["roles", "--agent-role", role, "--operator-role", operator_role,
-                           "--dsn", dsn]) == 0
+                           "--jobs", JOBS[namespace], "--dsn", dsn]) == 0
         password = secrets.token_hex(12)
         execute(dsn, sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(role),
                                                                  sql.Literal(password)))
@@ -254,8 +256,6 @@ def test_two_teams_share_one_database_and_neither_can_touch_the_others_job(
     assert PASSWORD not in shown
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: agent roles are not per team; any agent role "
-                   "claims and completes any job's runs (cs_claim, cs_reclaim take any job name)")
 def test_a_teams_agent_role_cannot_claim_another_teams_runs(
         dsn: str, store: Store, teams: tuple[Team, Team]) -> None:
     """Team B's agent, registering a handler under team A's job name, must not take its runs
@@ -264,13 +264,18 @@ def test_a_teams_agent_role_cannot_claim_another_teams_runs(
     store.upsert_schedule(JobSpec(job_name="billing", schedule="@every 1h", source="operator",
                                   owner="team-a/billing"))  # as the operator writes it
     store.request_runs("billing", [datetime.now(UTC) - timedelta(seconds=5)], "manual")
+    (active_since,) = execute(dsn, "UPDATE job_schedule SET active_since = now() - interval"
+                                   " '1 hour' RETURNING active_since")[0]
+    due = datetime.now(UTC) - timedelta(seconds=1)
     as_b = Store(team_b.dsn)
     as_b.open()
     try:
         taken = as_b.reclaim("team-b-0", ["billing"], 1)
         for lease in taken:
             as_b.complete("team-b-0", [Completion(lease, "done")])
+        claimed = as_b.claim("team-b-0", [Candidate("billing", due, active_since)], 1)
     finally:
         as_b.close()
     assert taken == []
+    assert claimed is not None and [c.outcome for c in claimed[1]] == ["inactive"]
     assert execute(dsn, "SELECT status, claimed_by FROM job_runs") == [("pending", None)]

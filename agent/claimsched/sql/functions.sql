@@ -57,6 +57,21 @@ BEGIN
 END
 $$;
 
+-- The jobs the caller may act for (agent_scopes, migration 0011): NULL for every job, else the
+-- LIKE patterns of its login role (session_user: inside these functions current_user is their
+-- owner) and of the roles it is a member of. The owner and its members (a superuser too) are
+-- never scoped. Read once per call, so an unscoped claim pays one look-up, never one per job.
+-- Called by: cs_claim, cs_reclaim, cs_declare_schedule (no grant: nobody else).
+CREATE OR REPLACE FUNCTION cs_agent_scope()
+RETURNS text[]
+LANGUAGE sql STABLE SET search_path = {schema}, pg_catalog, pg_temp AS $$
+SELECT CASE WHEN NOT pg_has_role(session_user, current_user, 'MEMBER') THEN
+    (SELECT array_agg(s.job_pattern)  -- NULL for no row
+     FROM agent_scopes s JOIN pg_roles r ON r.rolname = s.role
+     WHERE pg_has_role(session_user, r.oid, 'MEMBER'))
+END
+$$;
+
 -- Claim due occurrences in one statement. Candidates come in as parallel arrays, in this
 -- replica's preferred order; `want` is 'running' (run it) or 'skipped' (record why not, in
 -- `reason`); `latest` marks a job's newest due occurrence. The database decides: not yet due by
@@ -71,6 +86,7 @@ $$;
 -- lock: a run that a racing claim or reclaim started is seen (it is called only when some
 -- Forbid candidate may run, so claims of Allow and Replace jobs never pay for it).
 -- Rows are inserted in one global order (job, fire time) so concurrent claims never deadlock.
+-- A job outside the caller's scope (cs_agent_scope()) is as unknown to it: 'inactive'.
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_claim(
     p_agent_id text, p_capacity integer, p_jobs text[], p_fire_times timestamptz[],
@@ -81,6 +97,8 @@ RETURNS TABLE (job_name text, fire_time timestamptz, outcome text, id bigint, at
                retry_on_failure boolean, notified boolean, db_now timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
 #variable_conflict use_column
+DECLARE
+    v_scope text[] := cs_agent_scope();
 BEGIN
 RETURN QUERY
 WITH cand AS (
@@ -100,7 +118,8 @@ WITH cand AS (
            END AS first_verdict
     FROM unnest(p_jobs, p_fire_times, p_wants, p_reasons, p_latest, p_since)
          WITH ORDINALITY AS c(job_name, fire_time, want, reason, latest, since, ord)
-    LEFT JOIN job_schedule s ON s.job_name = c.job_name
+    LEFT JOIN job_schedule s
+        ON s.job_name = c.job_name AND (v_scope IS NULL OR c.job_name LIKE ANY (v_scope))
 ),
 busy AS (
     SELECT DISTINCT b.job_name
@@ -190,7 +209,8 @@ $$;
 -- attempt + 1 is the new fencing token, and a new lease_token (returned to this claimer only)
 -- fences out the previous owner even if it had the same agent id. A Forbid job starts at most one run, and none while
 -- another of its runs is in progress (read by forbid_in_progress(), after its lock); an
--- orphan yields only to a running run or an older orphan.
+-- orphan yields only to a running run or an older orphan. Only the jobs of the caller's scope
+-- (cs_agent_scope()) are considered.
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_reclaim(p_agent_id text, p_jobs text[], p_capacity integer)
 RETURNS TABLE (id bigint, job_name text, fire_time timestamptz, kind text, attempt integer,
@@ -200,7 +220,12 @@ RETURNS TABLE (id bigint, job_name text, fire_time timestamptz, kind text, attem
                retry_on_failure boolean, db_now timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
 #variable_conflict use_column
+DECLARE
+    v_scope text[] := cs_agent_scope();
 BEGIN
+IF v_scope IS NOT NULL THEN
+    p_jobs := ARRAY(SELECT j.name FROM unnest(p_jobs) AS j(name) WHERE j.name LIKE ANY (v_scope));
+END IF;
 RETURN QUERY
 WITH picked AS (
     SELECT r.id, r.job_name, r.fire_time, r.status
@@ -459,11 +484,21 @@ END
 $$;
 
 -- An agent declares the schedules of its code: always as a code declaration (source 'code',
--- no owner), so it never takes over a row the operator or the CLI owns.
+-- no owner), so it never takes over a row the operator or the CLI owns. A job outside the
+-- caller's scope (cs_agent_scope()) is not written: the row's owner, if any, is returned.
 CREATE OR REPLACE FUNCTION cs_declare_schedule(p_spec jsonb)
 RETURNS TABLE (source text, owner text, written boolean, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_scope text[] := cs_agent_scope();
 BEGIN
+IF v_scope IS NOT NULL AND NOT coalesce(p_spec ->> 'job_name' LIKE ANY (v_scope), false) THEN
+    RETURN QUERY
+    SELECT s.source, s.owner, false, false
+    FROM (SELECT) AS one LEFT JOIN job_schedule s ON s.job_name = p_spec ->> 'job_name';
+    RETURN;
+END IF;
 RETURN QUERY
 SELECT * FROM cs_upsert_schedule(
     p_spec || jsonb_build_object('source', 'code', 'owner', NULL::text));

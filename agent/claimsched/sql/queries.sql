@@ -45,6 +45,17 @@ SELECT (SELECT coalesce(max(updated_at)::text, '') || '/' || count(*) FROM job_s
 -- The database connected to (`claimsched roles` grants CONNECT on it).
 SELECT current_database()
 
+-- name: replace_agent_scope
+-- `claimsched roles --jobs` / `--all-jobs`: the agent role acts for exactly the jobs these LIKE
+-- patterns match (migration 0011); no pattern: for every job.
+WITH gone AS (
+    DELETE FROM agent_scopes
+    WHERE role = %(role)s AND NOT job_pattern = ANY(%(patterns)s::text[])
+)
+INSERT INTO agent_scopes (role, job_pattern)
+SELECT %(role)s, p.pattern FROM unnest(%(patterns)s::text[]) AS p(pattern)
+ON CONFLICT DO NOTHING
+
 -- name: schema_versions
 -- Migrations already applied, oldest first.
 SELECT version FROM schema_version ORDER BY version
