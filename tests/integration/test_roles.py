@@ -414,7 +414,7 @@ def test_a_scoped_agent_role_neither_claims_reclaims_nor_declares_another_job(
     (owned,) = by_owner[1]
     assert owned.outcome == "claimed" and owned.lease is not None
     assert store.complete("o1", [Completion(owned.lease, "done")]) == {owned.lease.id: None}
-    assert claimsched(scoped[:5] + ["--all-jobs", "--dsn", dsn]) == 0
+    assert claimsched([*scoped[:5], "--all-jobs", "--dsn", dsn]) == 0
     assert _execute(dsn, "SELECT count(*) FROM agent_scopes") == [(0,)]
     assert [t.job_name for t in as_agent.reclaim("a1", ["payroll"], 5)] == ["payroll"]
 

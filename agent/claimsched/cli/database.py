@@ -51,8 +51,8 @@ def roles(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
-        scope = ("" if jobs is None else f"; {names.agent} acts for the jobs matching "
-                 f"{', '.join(sorted(set(jobs)))}" if jobs else f"; {names.agent} acts for every job")
+        scope = "" if jobs is None else f"; {names.agent} acts for " + (
+            f"the jobs matching {', '.join(sorted(set(jobs)))}" if jobs else "every job")
         print(f"roles {names.agent} (agents) and {names.operator} (operator, CLI) can use schema "
               f"{args.schema}{scope}; give each a password with ALTER ROLE ... PASSWORD")
     return 0

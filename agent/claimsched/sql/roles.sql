@@ -16,6 +16,8 @@
 -- ids and fencing tokens also show in logs and statuses; the lease token never does, so an
 -- agent sharing this role cannot pass itself off as another's run's owner. What it may read of
 -- job_runs is what its poll for claimable runs needs.
+-- Its scope, the jobs it may act for (agent_scopes, migration 0011), is set apart from this file
+-- (the replace_agent_scope query, `claimsched roles --jobs`); this file leaves it as it is.
 --
 -- The operator role (the Kubernetes operator, the CLI, the web view): reads everything but
 -- lease tokens (it has no use for them; what it reads shows in statuses and pages), writes
