@@ -34,6 +34,7 @@ from .health import DatabaseHealth, retry_away, retry_conflicts
 from .heartbeat import Heartbeat
 from .housekeeping import Housekeeper, presence
 from .logs import AgentLog
+from .records import Lease
 from .runs import Run
 from .settings import AgentSettings
 from .specs import JobSpec, job_spec, validate_job_name
@@ -246,7 +247,7 @@ class Agent:
             time.sleep(0.05)
         unfinished = self.workers.slots()
         if unfinished:
-            self._hand_back([slot.run.lease.id for slot in unfinished])
+            self._hand_back([slot.run.lease for slot in unfinished])
         self.workers.close()
         self.supervisor.join(until=end)
         with contextlib.suppress(ClaimschedError):
@@ -254,11 +255,11 @@ class Agent:
         self.store.close()
         self.log.info("agent stopped", extra={"action": "stop"})
 
-    def _hand_back(self, ids: list[int]) -> None:
-        for run_id in ids:
-            self.workers.abandon(run_id)
+    def _hand_back(self, leases: list[Lease]) -> None:
+        for lease in leases:
+            self.workers.abandon(lease.id)
         try:
-            released = self.store.release(self.agent_id, ids)
+            released = self.store.release(self.agent_id, leases)
             self.housekeeper.once()
             self.log.warning(
                 "handed %d unfinished run(s) back for another replica",

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
+from uuid import UUID
 
 Want = Literal["running", "skipped"]
 Outcome = Literal[
@@ -26,7 +27,11 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Lease:
-    """A run this agent owns: the fencing token is (id, fire_time, attempt)."""
+    """A run this agent owns: the fencing token is (id, fire_time, attempt).
+
+    `lease_token` is the claim's secret, which proves ownership along with the fencing token:
+    it never leaves this process but to the database (not in repr, logs, metrics or status).
+    """
 
     id: int
     job_name: str
@@ -38,6 +43,7 @@ class Lease:
     heartbeat_seconds: float
     max_attempts: int
     retry_on_failure: bool
+    lease_token: UUID = field(repr=False)
     kind: str = "scheduled"
 
 

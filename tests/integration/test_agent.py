@@ -241,6 +241,34 @@ def test_metrics_are_served_on_the_opt_in_port(dsn: str, agents: list[Agent]) ->
     assert 'claimsched_run_duration_seconds_count{job="tick",status="done"}' in text
 
 
+def test_lease_tokens_never_show_in_logs_metrics_or_the_runs_listing(
+    dsn: str, store: Store, agents: list[Agent], caplog: pytest.LogCaptureFixture
+) -> None:
+    port = free_port()
+    agent = make(agents, dsn, metrics_port=port)
+    handler_saw: list[str] = []
+
+    @agent.job("tick", schedule="@every 1s")
+    def tick(run: Run) -> None:
+        run.effect("mail")
+        run.log.info("ran %r", run)
+        handler_saw.append(repr(run))
+
+    with caplog.at_level(logging.DEBUG):
+        agent.start()
+        wait_for(lambda: statuses(dsn, "tick").count("done") >= 2, what="two runs")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as response:
+            scraped = response.read().decode()
+        agent.stop()
+    tokens = [str(row[0]) for row in sql(dsn, "SELECT lease_token FROM job_runs"
+                                              " WHERE lease_token IS NOT NULL")]
+    assert len(tokens) >= 2 and handler_saw
+    said = "\n".join([caplog.text, scraped, *handler_saw,
+                      *(str(vars(record)) for record in caplog.records),
+                      str(store.list_runs("tick"))])
+    assert [token for token in tokens if token in said] == []
+
+
 def test_configuration_mistakes_are_clear_errors(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CLAIMSCHED_DSN", raising=False)
     with pytest.raises(ConfigurationError, match="no database"):

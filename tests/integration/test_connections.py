@@ -127,7 +127,7 @@ def test_through_pgbouncer_in_transaction_mode_nothing_lasts_beyond_a_transactio
             with store.receipts.hold("a1", lease, "once") as (owned, inserted):
                 assert owned and inserted
             assert store.receipts.record("a1", lease, "once") == (True, False)
-            assert store.release("a1", [lease.id]) == 1  # counts what it changed
+            assert store.release("a1", [lease]) == 1  # counts what it changed
             assert store.disable_schedule("tick")
             # another client of the same (only) server connection sees none of it
             with psycopg.connect(pooled, autocommit=True, prepare_threshold=None) as other:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 from datetime import datetime
+from uuid import UUID
 
 import pytest
 
@@ -47,7 +48,7 @@ FORMS = {
 }
 
 HARNESS = """
-import json, os, signal, sys
+import json, os, signal, sys, uuid
 import psycopg
 from datetime import datetime
 from claimsched.db import Store
@@ -58,6 +59,7 @@ from claimsched.runs import Run
 dsn, agent, raw, will_crash = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
 for name in ("fire_time", "lease_until", "started_at"):
     raw[name] = datetime.fromisoformat(raw[name])
+raw["lease_token"] = uuid.UUID(raw["lease_token"])
 lease = Lease(**raw)
 store = Store(dsn, max_size=2)
 store.open()
@@ -88,7 +90,8 @@ def _claimed(store: Store) -> Lease:
 
 def _replica(store: Store, agent: str, lease: Lease, form: str, crash: bool) -> int:
     """Run `form` in a real process as `agent`; returns its exit code (-9 when it crashed)."""
-    raw = {k: (v.isoformat() if isinstance(v, datetime) else v)
+    raw = {k: (v.isoformat() if isinstance(v, datetime) else str(v) if isinstance(v, UUID)
+               else v)
            for k, v in lease.__dict__.items()}
     script = HARNESS + "\n" + textwrap.dedent(FORMS[form])
     done = subprocess.run([sys.executable, "-c", script, store.dsn, agent, json.dumps(raw),

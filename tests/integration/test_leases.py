@@ -202,7 +202,7 @@ def test_a_run_past_max_runtime_is_failed_and_fenced_out(store: Store) -> None:
 
 def test_released_runs_are_orphaned_at_once_for_another_replica(store: Store) -> None:
     lease = _claimed(store)
-    assert store.release("a", [lease.id]) == 1
+    assert store.release("a", [lease]) == 1
     assert store.housekeeping("a", ["job"], PRESENCE).orphaned == 1
     (taken,) = store.reclaim("b", ["job"], 4)
     assert taken.attempt == 2
@@ -220,7 +220,7 @@ def test_a_hand_back_that_loses_a_deadlock_is_retried(store: Store) -> None:
 
     def hand_back() -> None:
         try:
-            outcome["released"] = store.release("a", [first.id, second.id])
+            outcome["released"] = store.release("a", [first, second])
         except DatabaseError as exc:
             outcome["released"] = exc
 

@@ -1,9 +1,9 @@
-"""Migrations: the chain equals schema.sql, runs once under concurrency, versions are checked."""
+"""Migrations: one chain for a fresh database and an upgrade alike, run once under concurrency,
+versions checked."""
 
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import psycopg
 import pytest
@@ -11,53 +11,10 @@ from psycopg.conninfo import make_conninfo
 
 from claimsched import SchemaMismatch
 from claimsched.db import SCHEMA_VERSION, Store
-from claimsched.db.migrations import apply_functions
 from claimsched.db.queries import migration_files
 from tests.helpers.polling import wait_for
 
 from .support import sql
-
-CATALOG = """
-SELECT 'column' AS kind, table_name || '.' || column_name || ' ' || data_type || ' '
-       || is_nullable || ' ' || coalesce(column_default, '') || ' ' || is_identity
-FROM information_schema.columns WHERE table_schema = %(schema)s
-UNION ALL
-SELECT 'index', tablename || ': ' || replace(indexdef, %(schema)s || '.', '')
-FROM pg_indexes WHERE schemaname = %(schema)s
-UNION ALL
-SELECT 'constraint', conrelid::regclass::text || ': ' || pg_get_constraintdef(oid)
-FROM pg_constraint WHERE connamespace = %(schema)s::regnamespace
-UNION ALL
-SELECT 'trigger', tgrelid::regclass::text || ': '
-       || replace(pg_get_triggerdef(oid), %(schema)s || '.', '')
-FROM pg_trigger WHERE NOT tgisinternal
-  AND tgrelid IN (SELECT oid FROM pg_class WHERE relnamespace = %(schema)s::regnamespace)
-UNION ALL
-SELECT 'function', p.proname || ': ' || md5(p.prosrc)
-FROM pg_proc p WHERE p.pronamespace = %(schema)s::regnamespace
-ORDER BY 1, 2
-"""
-
-
-def _catalog(dsn: str, schema: str) -> list[Any]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SELECT set_config('search_path', %s, false)", [schema])
-        return conn.execute(CATALOG, {"schema": schema}).fetchall()
-
-
-def test_schema_sql_and_the_migration_chain_give_the_same_schema(empty_dsn: str) -> None:
-    Store(empty_dsn, schema="fresh").migrate()
-    with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        conn.execute("CREATE SCHEMA chained")
-        conn.execute("SET search_path = chained")
-        for _, _, text in migration_files():
-            conn.execute(text)
-        apply_functions(conn, "chained")  # code, not schema: every migrate applies it
-    fresh, chained = _catalog(empty_dsn, "fresh"), _catalog(empty_dsn, "chained")
-    assert len(fresh) > 30
-    assert [r for r in fresh if "job_runs_p" not in r[1]] == [
-        r for r in chained if "job_runs_p" not in r[1]
-    ]
 
 
 def test_fifty_processes_migrating_at_once_migrate_once(empty_dsn: str) -> None:

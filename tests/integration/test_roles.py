@@ -7,6 +7,7 @@ import dataclasses
 import itertools
 import os
 import secrets
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -17,9 +18,10 @@ import pytest
 from psycopg import errors, sql
 from psycopg.conninfo import conninfo_to_dict
 
+from claimsched.cli import main as claimsched
 from claimsched.db import OwnedSchedules, Roles, Store
 from claimsched.db.store import spec_json
-from claimsched.errors import DatabaseError
+from claimsched.errors import ConfigurationError, DatabaseError
 from claimsched.records import Candidate, Completion, Lease
 from claimsched.specs import JobSpec
 
@@ -100,6 +102,8 @@ TABLE_WRITES = [
 OPERATOR_WRITES = [s for s in TABLE_WRITES if not s.startswith("UPDATE job_schedule")] + [
     "UPDATE job_schedule SET schedule = '@every 1s'",
     "UPDATE job_schedule SET source = 'code', owner = NULL",
+    "SELECT lease_token FROM job_runs",
+    "SELECT lease_token FROM job_runs_default",
 ]
 
 
@@ -107,6 +111,8 @@ OPERATOR_WRITES = [s for s in TABLE_WRITES if not s.startswith("UPDATE job_sched
 OWNERSHIP_READS = [
     "SELECT claimed_by FROM job_runs",
     "SELECT id, attempt FROM job_runs",
+    "SELECT lease_token FROM job_runs",
+    "SELECT lease_token FROM job_runs_default",
     "SELECT error FROM job_runs",
     "SELECT agent_id FROM agents",
     "SELECT * FROM job_effects",
@@ -114,16 +120,18 @@ OWNERSHIP_READS = [
 # Functions called by a role that has no grant for them.
 UNGRANTED_CALLS = [
     "SELECT * FROM claimsched.cs_claim('a', 1, NULL, NULL, NULL, NULL, NULL, NULL)",
-    "SELECT * FROM claimsched.cs_complete('a', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
-    "SELECT * FROM claimsched.cs_effect(1, now(), 'a', 1, 'e', 'j')",
+    "SELECT * FROM claimsched.cs_complete('a', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
+    " NULL)",
+    "SELECT * FROM claimsched.cs_effect(1, now(), 'a', 1, NULL, 'e', 'j')",
     "SELECT * FROM claimsched.cs_declare_schedule('{}')",
     "SELECT * FROM claimsched.cs_request_runs('nightly', ARRAY[now()], 'manual')",
 ]
 # The agent's functions, called by the operator.
 AGENT_CALLS = [
-    "SELECT * FROM claimsched.cs_complete('a1', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
-    "SELECT * FROM claimsched.cs_effect(1, now(), 'a1', 1, 'e', 'nightly')",
-    "SELECT * FROM claimsched.cs_heartbeat('a1', NULL, NULL, NULL, NULL)",
+    "SELECT * FROM claimsched.cs_complete('a1', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
+    " NULL)",
+    "SELECT * FROM claimsched.cs_effect(1, now(), 'a1', 1, NULL, 'e', 'nightly')",
+    "SELECT * FROM claimsched.cs_heartbeat('a1', NULL, NULL, NULL, NULL, NULL)",
     "SELECT * FROM claimsched.cs_housekeeping('a1', 'h', NULL, NULL, NULL, 'v', 9, NULL)",
 ]
 REFUSED = ([("agent", s) for s in TABLE_WRITES + OWNERSHIP_READS]
@@ -162,8 +170,9 @@ def test_an_agent_role_cannot_complete_into_a_status_other_than_done_or_failed(
     with as_agent.connection() as conn:
         rows = conn.execute(
             "SELECT * FROM cs_complete('a1', ARRAY[%s]::bigint[], ARRAY[%s]::timestamptz[], "
-            "ARRAY[%s], ARRAY['pending'], ARRAY[NULL], ARRAY[false], ARRAY[3], ARRAY[0.0])",
-            [lease.id, lease.fire_time, lease.attempt]).fetchall()
+            "ARRAY[%s], ARRAY[%s]::uuid[], ARRAY['pending'], ARRAY[NULL], ARRAY[false], "
+            "ARRAY[3], ARRAY[0.0])",
+            [lease.id, lease.fire_time, lease.attempt, lease.lease_token]).fetchall()
     assert rows == []
     assert _execute(dsn, "SELECT status FROM job_runs WHERE id = %s", [lease.id]) == [("running",)]
 
@@ -184,7 +193,7 @@ def test_an_agent_role_cannot_renew_or_release_anothers_run(
         as_agent: Store, lease: Lease, dsn: str) -> None:
     before = _execute(dsn, "SELECT lease_until FROM job_runs WHERE id = %s", [lease.id])
     assert as_agent.heartbeat("a2", [lease]) == set()
-    assert as_agent.release("a2", [lease.id]) == 0
+    assert as_agent.release("a2", [lease]) == 0
     assert _execute(dsn, "SELECT lease_until FROM job_runs WHERE id = %s", [lease.id]) == before
     assert as_agent.heartbeat("a1", [lease]) == {lease.id}
 
@@ -240,8 +249,8 @@ def test_a_callers_temporary_table_does_not_stand_in_for_claimschedules(
         conn.execute("SET search_path = pg_temp, claimsched, public")
         renewed = conn.execute(
             "SELECT * FROM claimsched.cs_heartbeat('a1', ARRAY[%s]::bigint[], "
-            "ARRAY[%s]::timestamptz[], ARRAY[%s], ARRAY[60.0])",
-            [lease.id, lease.fire_time, lease.attempt]).fetchall()
+            "ARRAY[%s]::timestamptz[], ARRAY[%s], ARRAY[%s]::uuid[], ARRAY[60.0])",
+            [lease.id, lease.fire_time, lease.attempt, lease.lease_token]).fetchall()
     assert renewed == [(lease.id,)]
 
 
@@ -277,3 +286,139 @@ def test_the_agent_role_may_not_request_runs_or_suspend(
         as_agent.request_runs("nightly", [past(10) - timedelta(days=1)], "manual")
     with pytest.raises(DatabaseError, match="permission denied"):
         as_agent.suspend_schedule("nightly", None, None)
+
+
+# -- lease tokens: what another agent sharing the role cannot know ---------------------------
+
+
+def _forged(lease: Lease) -> Lease:
+    """Everything another agent can learn of a run (its id, fire time, attempt, and its owner's
+    agent id from logs or a status), with a lease token of its own making."""
+    return dataclasses.replace(lease, lease_token=uuid.uuid4())
+
+
+def _run_row(dsn: str, lease: Lease) -> list[tuple[Any, ...]]:
+    return _execute(dsn, "SELECT status, lease_until, attempt FROM job_runs WHERE id = %s",
+                    [lease.id])
+
+
+def test_without_its_lease_token_another_runs_lease_is_neither_renewed_completed_nor_released(
+        as_agent: Store, lease: Lease, dsn: str) -> None:
+    forged = _forged(lease)
+    before = _run_row(dsn, lease)
+    assert as_agent.heartbeat("a1", [forged]) == set()
+    assert as_agent.release("a1", [forged]) == 0
+    assert as_agent.complete("a1", [Completion(forged, "failed", "forged")]) == {}
+    assert _run_row(dsn, lease) == before
+    assert as_agent.heartbeat("a1", [lease]) == {lease.id}
+    assert as_agent.complete("a1", [Completion(lease, "done")]) == {lease.id: None}
+
+
+def test_without_its_lease_token_no_receipt_is_written_for_another_run_in_any_form(
+        as_agent: Store, lease: Lease, dsn: str) -> None:
+    forged = _forged(lease)
+    assert as_agent.receipts.record("a1", forged, "invoice:1") == (False, False)
+    with as_agent.receipts.hold("a1", forged, "invoice:2") as held:
+        assert held == (False, False)
+    with psycopg.connect(as_agent.dsn) as app, app.transaction():  # the app's own transaction
+        assert as_agent.receipts.record("a1", forged, "invoice:3", app) == (False, False)
+    assert _execute(dsn, "SELECT count(*) FROM job_effects") == [(0,)]
+    assert as_agent.receipts.record("a1", lease, "invoice:1") == (True, True)
+
+
+def test_a_reclaim_draws_a_new_lease_token_that_fences_out_the_previous_owner(
+        as_agent: Store, store: Store, lease: Lease, dsn: str) -> None:
+    _execute(dsn, "UPDATE job_runs SET lease_until = now() - interval '1 second'")
+    assert as_agent.housekeeping("a2", ["nightly"], PRESENCE).orphaned == 1
+    # The same agent id takes it over: only the lease token tells the two attempts apart.
+    (taken,) = as_agent.reclaim("a1", ["nightly"], 1)
+    assert taken.lease_token != lease.lease_token
+    stale = dataclasses.replace(taken, lease_token=lease.lease_token)
+    assert as_agent.receipts.record("a1", stale, "invoice:1") == (False, False)
+    assert as_agent.complete("a1", [Completion(stale, "failed", "stale")]) == {}
+    assert _execute(dsn, "SELECT status FROM job_runs") == [("running",)]
+    assert as_agent.receipts.record("a1", taken, "invoice:1") == (True, True)
+    assert as_agent.complete("a1", [Completion(taken, "done")]) == {taken.id: None}
+
+
+def test_migrate_keeps_the_agent_role_able_to_call_functions_whose_signature_changed(
+        logins: Logins, as_agent: Store, store: Store, dsn: str) -> None:
+    """An upgrade: the roles were granted for an older cs_heartbeat (no lease token argument)
+    and cs_reclaim (none among its result columns), then `migrate` replaces them. The agent role
+    may call the new ones without `claimsched roles`."""
+    agent_role = sql.Identifier(_execute(logins.agent, "SELECT current_user")[0][0])
+    older = {"cs_heartbeat(text, bigint[], timestamptz[], integer[], double precision[])":
+             "cs_heartbeat(text, bigint[], timestamptz[], integer[], uuid[], double precision[])",
+             "cs_reclaim(text, text[], integer)": "cs_reclaim(text, text[], integer)"}
+    for old, new in older.items():
+        _execute(dsn, f"DROP FUNCTION {new}")
+        _execute(dsn, f"CREATE FUNCTION {old} RETURNS TABLE (id bigint) LANGUAGE sql"
+                      " AS 'SELECT 1::bigint WHERE false'")
+        _execute(dsn, sql.SQL(f"GRANT EXECUTE ON FUNCTION {old} TO {{}}").format(agent_role))
+    store.migrate()
+    store.migrate()  # and again: nothing is lost on the way
+    store.upsert_schedule(JobSpec(job_name="nightly", schedule="@every 1s", source="cli"))
+    store.request_runs("nightly", [past(5)], "manual")
+    (taken,) = as_agent.reclaim("a1", ["nightly"], 1)
+    assert as_agent.heartbeat("a1", [taken]) == {taken.id}
+    assert as_agent.complete("a1", [Completion(taken, "done")]) == {taken.id: None}
+    # The roles it did not have before, it still has not.
+    with pytest.raises(errors.InsufficientPrivilege):
+        _execute(logins.operator, "SELECT * FROM claimsched.cs_heartbeat('a1', NULL, NULL, NULL,"
+                                  " NULL, NULL)")
+
+
+# -- scopes: the jobs an agent role may act for (`claimsched roles --jobs`) -------------------
+
+
+def test_a_scoped_agent_role_neither_claims_reclaims_nor_declares_another_job(
+        logins: Logins, as_agent: Store, store: Store, dsn: str) -> None:
+    agent_role, operator_role = (_execute(login, "SELECT current_user")[0][0]
+                                 for login in (logins.agent, logins.operator))
+    scoped = ["roles", "--agent-role", agent_role, "--operator-role", operator_role,
+              "--jobs", "team-a-%", "--jobs", "billing", "--dsn", dsn]
+    assert claimsched(scoped) == 0
+    assert claimsched(scoped) == 0  # idempotent
+    assert _execute(dsn, "SELECT job_pattern FROM agent_scopes WHERE role = %s ORDER BY 1",
+                    [agent_role]) == [("billing",), ("team-a-%",)]
+    for job in ("payroll", "team-a-sweep"):
+        store.upsert_schedule(JobSpec(job_name=job, schedule="@every 1s", source="cli"))
+        store.request_runs(job, [past(5)], "manual")
+    _execute(dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
+    since = {s.job_name: s.active_since for s in store.load_schedules()}
+    due = past(1)
+
+    assert as_agent.reclaim("a1", ["payroll"], 5) == []
+    (taken,) = as_agent.reclaim("a1", ["payroll", "team-a-sweep"], 5)
+    assert taken.job_name == "team-a-sweep"
+    assert as_agent.complete("a1", [Completion(taken, "done")]) == {taken.id: None}
+    claimed = as_agent.claim("a1", [Candidate(job, due, since[job])
+                                    for job in ("payroll", "team-a-sweep")], 2)
+    assert claimed is not None
+    assert [(c.job_name, c.outcome) for c in claimed[1]] == [
+        ("payroll", "inactive"), ("team-a-sweep", "claimed")]
+    refused = as_agent.upsert_schedule(JobSpec(job_name="payroll", schedule="@daily"))
+    assert refused.outcome == "unchanged" and refused.held_by
+    assert as_agent.upsert_schedule(JobSpec(job_name="other", schedule="@daily")).outcome \
+        == "unchanged"
+    assert as_agent.upsert_schedule(JobSpec(job_name="billing", schedule="@daily")).outcome \
+        == "created"
+    assert _execute(dsn, "SELECT job_name, schedule FROM job_schedule ORDER BY 1") == [
+        ("billing", "@daily"), ("payroll", "@every 1s"), ("team-a-sweep", "@every 1s")]
+    assert _execute(dsn, "SELECT status, claimed_by FROM job_runs WHERE job_name = 'payroll'") \
+        == [("pending", None)]
+
+    # The schema's owner is never scoped; `--all-jobs` unscopes the role again.
+    by_owner = store.claim("o1", [Candidate("payroll", due, since["payroll"])], 1)
+    assert by_owner is not None
+    (owned,) = by_owner[1]
+    assert owned.outcome == "claimed" and owned.lease is not None
+    assert store.complete("o1", [Completion(owned.lease, "done")]) == {owned.lease.id: None}
+    assert claimsched([*scoped[:5], "--all-jobs", "--dsn", dsn]) == 0
+    assert _execute(dsn, "SELECT count(*) FROM agent_scopes") == [(0,)]
+    assert [t.job_name for t in as_agent.reclaim("a1", ["payroll"], 5)] == ["payroll"]
+
+
+def test_a_job_pattern_may_not_be_empty() -> None:
+    with pytest.raises(ConfigurationError, match="may not be empty"):
+        Roles(agent="a", operator="o", jobs=("billing", " "))

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import uuid4
 
 import pytest
 
@@ -33,7 +34,7 @@ def lease(run_id: int = 1, *, attempt: int = 1, lease_seconds: float = 30.0) -> 
     return Lease(id=run_id, job_name="job", fire_time=NOW, attempt=attempt,
                  lease_until=NOW + timedelta(seconds=lease_seconds), started_at=NOW,
                  lease_seconds=lease_seconds, heartbeat_seconds=lease_seconds / 3,
-                 max_attempts=3, retry_on_failure=True)
+                 max_attempts=3, retry_on_failure=True, lease_token=uuid4())
 
 
 class Book:

@@ -39,18 +39,22 @@ def maintain(args: argparse.Namespace) -> int:
 
 
 def roles(args: argparse.Namespace) -> int:
-    names = Roles(agent=args.agent_role, operator=args.operator_role)
+    jobs = () if args.all_jobs else tuple(args.jobs) if args.jobs else None
+    names = Roles(agent=args.agent_role, operator=args.operator_role, jobs=jobs)
     store = open_store(args)
     try:
         store.grant_roles(names)
     finally:
         store.close()
-    summary = {"agent_role": names.agent, "operator_role": names.operator, "schema": args.schema}
+    summary = {"agent_role": names.agent, "operator_role": names.operator, "schema": args.schema,
+               "agent_jobs": None if jobs is None else sorted(set(jobs))}
     if args.json:
         print(json.dumps(summary))
     else:
+        scope = "" if jobs is None else f"; {names.agent} acts for " + (
+            f"the jobs matching {', '.join(sorted(set(jobs)))}" if jobs else "every job")
         print(f"roles {names.agent} (agents) and {names.operator} (operator, CLI) can use schema "
-              f"{args.schema}; give each a password with ALTER ROLE ... PASSWORD")
+              f"{args.schema}{scope}; give each a password with ALTER ROLE ... PASSWORD")
     return 0
 
 
@@ -66,6 +70,14 @@ def register(add: Add) -> None:
                          help=f"the apps' agents' role (default {AGENT_ROLE})")
     command.add_argument("--operator-role", default=OPERATOR_ROLE, metavar="NAME",
                          help=f"the operator's and the CLI's role (default {OPERATOR_ROLE})")
+    scope = command.add_mutually_exclusive_group()
+    scope.add_argument("--jobs", action="append", metavar="PATTERN",
+                       help="the agent role acts only for the jobs whose names match one of "
+                            "these LIKE patterns ('billing', 'team-a-%%'; repeatable): its claims, "
+                            "reclaims and code declarations of other jobs are refused. Replaces "
+                            "its previous scope; without --jobs the scope stays as it is")
+    scope.add_argument("--all-jobs", action="store_true",
+                       help="the agent role acts for every job again (the default of a new role)")
     command.epilog = ("No password is set: give one with ALTER ROLE <name> PASSWORD '...' (or log "
                       "in with certificates or your cloud's IAM). Run agents with "
                       "CLAIMSCHED_MIGRATE=false.")

@@ -17,7 +17,7 @@ from ..errors import ConfigurationError
 from .connection import redact_dsn, translated
 from .session import detect_pooling
 
-#: The channels the SQL notifies on (sql/schema.sql's trigger, sql/queries.sql); the payload
+#: The channels the SQL notifies on (the migrations' trigger, sql/queries.sql); the payload
 #: ends with the schema, so agents of other schemas in the same database ignore it. A schedule
 #: change's payload names the changed jobs first: `<job> <job> ...` (or `*`: too many), `\n`.
 NOTIFY_SCHEDULES = "claimsched_schedule_names"

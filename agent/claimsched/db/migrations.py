@@ -11,7 +11,7 @@ from psycopg import sql
 
 from ..errors import SchemaMismatch
 from .connection import search_path
-from .queries import functions_sql, migration_files, query, schema_sql
+from .queries import functions_sql, migration_files, query
 
 log = logging.getLogger("claimsched.migrations")
 
@@ -71,18 +71,13 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> list[int]:
         current = schema_version(conn)
         if current is not None and current > SCHEMA_VERSION:
             check_version(conn)
-        if current is None:
-            conn.execute(schema_sql())
-            for version, _, _ in migration_files():
+        # One way to the current schema, fresh or not: the migrations, in order.
+        for version, name, text in migration_files():
+            if current is None or version > current:
+                log.info("applying migration %s", name, extra={"action": "migrate"})
+                conn.execute(text)
                 conn.execute(query("record_version"), {"version": version})
                 applied.append(version)
-        else:
-            for version, name, text in migration_files():
-                if version > current:
-                    log.info("applying migration %s", name, extra={"action": "migrate"})
-                    conn.execute(text)
-                    conn.execute(query("record_version"), {"version": version})
-                    applied.append(version)
         apply_functions(conn, schema)
         ensure_partitions(conn)
     return applied

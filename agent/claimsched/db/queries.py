@@ -72,10 +72,6 @@ def query(name: str) -> str | sql.Composed:
     return sql.SQL(text).format(**SPEC_LISTS)
 
 
-def schema_sql() -> str:
-    return sql_text("schema.sql")
-
-
 def functions_sql(schema: str) -> sql.Composed:
     """sql/functions.sql for `schema`: its name and the spec column lists filled in."""
     return sql.SQL(sql_text("functions.sql")).format(

@@ -25,6 +25,7 @@ def _params(agent_id: str, lease: Lease, entity: str) -> dict[str, Any]:
         "fire_time": lease.fire_time,
         "agent_id": agent_id,
         "attempt": lease.attempt,
+        "lease_token": lease.lease_token,
         "entity": entity,
         "job_name": lease.job_name,
     }

@@ -22,10 +22,12 @@ _ROLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 @dataclass(frozen=True)
 class Roles:
-    """The names of the two roles."""
+    """The names of the two roles, and the agent role's scope: the LIKE patterns of the jobs it
+    may act for (`jobs`; an empty tuple: every job; None: leave its scope as it is)."""
 
     agent: str = AGENT_ROLE
     operator: str = OPERATOR_ROLE
+    jobs: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in (self.agent, self.operator):
@@ -34,6 +36,8 @@ class Roles:
                     f"role name {name!r}: letters, digits and '_', at most 63, not a digit first")
         if self.agent == self.operator:
             raise ConfigurationError("the agent and the operator need two different roles")
+        if self.jobs is not None and not all(pattern.strip() for pattern in self.jobs):
+            raise ConfigurationError("a job pattern may not be empty")
 
 
 def roles_sql(roles: Roles, schema: str, database: str) -> sql.Composed:
@@ -55,3 +59,6 @@ def grant_roles(conn: psycopg.Connection[Any], schema: str, roles: Roles) -> Non
         migrations.check_version(conn)
         database = conn.execute(query("current_database")).fetchone()[0]  # type: ignore[index]
         conn.execute(roles_sql(roles, schema, database))
+        if roles.jobs is not None:
+            conn.execute(query("replace_agent_scope"),
+                         {"role": roles.agent, "patterns": sorted(set(roles.jobs))})

@@ -6,9 +6,10 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import psycopg
@@ -62,17 +63,23 @@ def spec_json(spec: JobSpec) -> Jsonb:
     return Jsonb(spec.row(), dumps=lambda row: json.dumps(row, default=datetime.isoformat))
 
 
+def arrays(records: Sequence[Any], **paths: str) -> dict[str, list[Any]]:
+    """Records as the parallel arrays our statements unnest: {parameter: [each record's value
+    at `path`]}, a path being an attribute name, dotted for a nested one ("lease.id")."""
+    return {name: list(map(attrgetter(path), records)) for name, path in paths.items()}
+
+
+LEASE_KEYS = {"ids": "id", "fire_times": "fire_time", "attempts": "attempt",
+              "lease_tokens": "lease_token"}
+
+
 def claim_params(agent_id: str, candidates: Sequence[Candidate], capacity: int) -> dict[str, Any]:
     """The parameters of the `claim` query: the candidates as parallel arrays."""
     return {
         "agent_id": agent_id,
         "capacity": capacity,
-        "jobs": [c.job_name for c in candidates],
-        "fire_times": [c.fire_time for c in candidates],
-        "wants": [c.want for c in candidates],
-        "reasons": [c.reason for c in candidates],
-        "latest": [c.latest for c in candidates],
-        "since": [c.since for c in candidates],
+        **arrays(candidates, jobs="job_name", fire_times="fire_time", wants="want",
+                 reasons="reason", latest="latest", since="since"),
     }
 
 
@@ -328,10 +335,7 @@ class Store:
         """Renew leases; returns the ids still owned (the others are lost)."""
         params = {
             "agent_id": agent_id,
-            "ids": [lease.id for lease in leases],
-            "fire_times": [lease.fire_time for lease in leases],
-            "attempts": [lease.attempt for lease in leases],
-            "leases": [lease.lease_seconds for lease in leases],
+            **arrays(leases, **LEASE_KEYS, leases="lease_seconds"),
         }
         with self.connection() as conn:
             return {row[0] for row in conn.execute(query("heartbeat"), params)}
@@ -340,16 +344,12 @@ class Store:
         self, agent_id: str, completions: Sequence[Completion]
     ) -> dict[int, datetime | None]:
         """Record outcomes; returns {run id: retry_at} for the ones that were still owned."""
+        lease_keys = {name: f"lease.{path}" for name, path in LEASE_KEYS.items()}
         params = {
             "agent_id": agent_id,
-            "ids": [c.lease.id for c in completions],
-            "fire_times": [c.lease.fire_time for c in completions],
-            "attempts": [c.lease.attempt for c in completions],
-            "statuses": [c.status for c in completions],
-            "errors": [c.error for c in completions],
-            "retries": [c.lease.retry_on_failure for c in completions],
-            "max_attempts": [c.lease.max_attempts for c in completions],
-            "backoffs": [c.backoff_seconds for c in completions],
+            **arrays(completions, **lease_keys, statuses="status", errors="error",
+                     retries="lease.retry_on_failure", max_attempts="lease.max_attempts",
+                     backoffs="backoff_seconds"),
         }
         with self.connection() as conn:
             return {row[0]: row[1] for row in conn.execute(query("complete"), params)}
@@ -380,10 +380,13 @@ class Store:
         assert row is not None
         return str(row[0]), bool(row[1])
 
-    def release(self, agent_id: str, ids: Iterable[int]) -> int:
+    def release(self, agent_id: str, leases: Sequence[Lease]) -> int:
         """Hand these runs back: their leases end now. Again if it lost a deadlock (a reaper or a
         completion takes the same rows in another order): else they would wait out their leases."""
-        params = {"agent_id": agent_id, "ids": list(ids)}
+        params = {
+            "agent_id": agent_id,
+            **arrays(leases, ids="id", lease_tokens="lease_token"),
+        }
 
         def release() -> int:
             with self.connection() as conn:

@@ -2,8 +2,9 @@
 -- schema: `claimsched migrate` applies this whole file again, with CREATE OR REPLACE, inside its
 -- migration-lock transaction, after the schema and its migrations. Change a statement here and
 -- re-run migrate; no migration needed. (A change of a function's arguments or result columns
--- needs a DROP FUNCTION IF EXISTS of the old signature before it, and `claimsched roles` again:
--- a dropped function loses its grants.)
+-- needs a DROP of the old version first, below. A dropped function loses its grants: this file
+-- grants the new one again, at its end, to every role that could call the one of the same name
+-- before, so a migrate leaves agents working; a new function waits for `claimsched roles`.)
 --
 -- Every function is SECURITY DEFINER: it runs with the rights of the role that ran migrate (the
 -- schema's owner), so the roles of `claimsched roles` write nothing but through these fenced
@@ -18,6 +19,58 @@
 -- use_column` lets the result columns share the names of the table columns they return.
 -- plpgsql with RETURN QUERY: the plan of each statement is cached per session, as a prepared
 -- statement's would be.
+--
+-- Who owns a run: its fencing token (id, fire_time, attempt), the agent id it was claimed with,
+-- and its lease token, a secret that every claim and reclaim draws anew and returns only to the
+-- claimer. Agent ids and fencing tokens show in logs and statuses, and an agent id may be set by
+-- hand: the lease token is what another agent sharing the role cannot know. Every statement on
+-- an owned run (renew, complete, release, receipt) matches all three.
+
+-- claimsched's functions in this schema, as they are at each moment of this file.
+CREATE TEMP VIEW cs_functions AS
+SELECT p.oid::regprocedure AS f, p.proname AS name, p.proargnames AS argnames, p.proacl AS acl,
+       p.proowner AS owner
+FROM pg_proc p
+WHERE p.pronamespace = (SELECT n.oid FROM pg_namespace n WHERE n.nspname = current_schema())
+  AND p.proname LIKE 'cs\_%';
+
+-- Who may call which function now, by name: granted again at the end of this file.
+CREATE TEMP TABLE cs_callers AS
+SELECT c.name, a.grantee::regrole AS grantee
+FROM pg_temp.cs_functions c, aclexplode(c.acl) a
+WHERE a.privilege_type = 'EXECUTE' AND a.grantee NOT IN (0, c.owner);
+
+-- The versions from before lease tokens (migration 0009): their arguments or result columns
+-- have none.
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN SELECT c.f FROM pg_temp.cs_functions c
+             WHERE c.name IN ('cs_claim', 'cs_reclaim', 'cs_heartbeat', 'cs_complete',
+                              'cs_release', 'cs_effect')
+               AND NOT EXISTS (SELECT FROM unnest(c.argnames) AS a(name)
+                               WHERE a.name LIKE '%lease\_token%')
+    LOOP
+        EXECUTE format('DROP FUNCTION %s', f);
+    END LOOP;
+END
+$$;
+
+-- The jobs the caller may act for (agent_scopes, migration 0011): NULL for every job, else the
+-- LIKE patterns of its login role (session_user: inside these functions current_user is their
+-- owner) and of the roles it is a member of. The owner and its members (a superuser too) are
+-- never scoped. Read once per call, so an unscoped claim pays one look-up, never one per job.
+-- Called by: cs_claim, cs_reclaim, cs_declare_schedule (no grant: nobody else).
+CREATE OR REPLACE FUNCTION cs_agent_scope()
+RETURNS text[]
+LANGUAGE sql STABLE SET search_path = {schema}, pg_catalog, pg_temp AS $$
+SELECT CASE WHEN NOT pg_has_role(session_user, current_user, 'MEMBER') THEN
+    (SELECT array_agg(s.job_pattern)  -- NULL for no row
+     FROM agent_scopes s JOIN pg_roles r ON r.rolname = s.role
+     WHERE pg_has_role(session_user, r.oid, 'MEMBER'))
+END
+$$;
 
 -- Claim due occurrences in one statement. Candidates come in as parallel arrays, in this
 -- replica's preferred order; `want` is 'running' (run it) or 'skipped' (record why not, in
@@ -28,20 +81,24 @@
 -- schedule's active_since when the replica read it: 'stale', the replica re-reads it).
 -- Returns one row per candidate with its outcome,
 -- plus the database clock (mid-statement); Replace fences out the job's older running runs.
+-- A claimed run's lease_token is returned here, to its claimer, and nowhere else.
 -- Forbid's busy test is forbid_in_progress(), which locks the job first and reads after the
 -- lock: a run that a racing claim or reclaim started is seen (it is called only when some
 -- Forbid candidate may run, so claims of Allow and Replace jobs never pay for it).
 -- Rows are inserted in one global order (job, fire time) so concurrent claims never deadlock.
+-- A job outside the caller's scope (cs_agent_scope()) is as unknown to it: 'inactive'.
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_claim(
     p_agent_id text, p_capacity integer, p_jobs text[], p_fire_times timestamptz[],
     p_wants text[], p_reasons text[], p_latest boolean[], p_since timestamptz[])
 RETURNS TABLE (job_name text, fire_time timestamptz, outcome text, id bigint, attempt integer,
-               lease_until timestamptz, started_at timestamptz, lease_seconds integer,
-               heartbeat_seconds integer, max_attempts integer, retry_on_failure boolean,
-               notified boolean, db_now timestamptz)
+               lease_token uuid, lease_until timestamptz, started_at timestamptz,
+               lease_seconds integer, heartbeat_seconds integer, max_attempts integer,
+               retry_on_failure boolean, notified boolean, db_now timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
 #variable_conflict use_column
+DECLARE
+    v_scope text[] := cs_agent_scope();
 BEGIN
 RETURN QUERY
 WITH cand AS (
@@ -61,7 +118,8 @@ WITH cand AS (
            END AS first_verdict
     FROM unnest(p_jobs, p_fire_times, p_wants, p_reasons, p_latest, p_since)
          WITH ORDINALITY AS c(job_name, fire_time, want, reason, latest, since, ord)
-    LEFT JOIN job_schedule s ON s.job_name = c.job_name
+    LEFT JOIN job_schedule s
+        ON s.job_name = c.job_name AND (v_scope IS NULL OR c.job_name LIKE ANY (v_scope))
 ),
 busy AS (
     SELECT DISTINCT b.job_name
@@ -93,13 +151,14 @@ chosen AS (
        OR (ranked.verdict = 'running' AND ranked.slot <= p_capacity)
 ),
 ins AS (
-    INSERT INTO job_runs (job_name, fire_time, kind, status, claimed_by, lease_until, attempt,
-                          started_at, finished_at, error)
+    INSERT INTO job_runs (job_name, fire_time, kind, status, claimed_by, lease_until,
+                          lease_token, attempt, started_at, finished_at, error)
     SELECT ch.job_name, ch.fire_time, 'scheduled',
            CASE WHEN ch.verdict = 'running' THEN 'running' ELSE 'skipped' END,
            p_agent_id,
            CASE WHEN ch.verdict = 'running'
                 THEN now() + make_interval(secs => ch.lease_seconds) END,
+           CASE WHEN ch.verdict = 'running' THEN gen_random_uuid() END,
            1, now(),
            CASE WHEN ch.verdict = 'running' THEN NULL ELSE now() END,
            CASE WHEN ch.verdict = 'busy'
@@ -109,7 +168,7 @@ ins AS (
     ORDER BY ch.job_name, ch.fire_time
     ON CONFLICT (job_name, fire_time) DO NOTHING
     RETURNING job_runs.id, job_runs.job_name, job_runs.fire_time, job_runs.status,
-              job_runs.attempt, job_runs.lease_until, job_runs.started_at
+              job_runs.attempt, job_runs.lease_token, job_runs.lease_until, job_runs.started_at
 ),
 -- Only the runs started for Replace jobs fence out older ones. Materialized, so the update
 -- below starts from these (usually none) rather than from every running run: a cached generic
@@ -133,7 +192,7 @@ SELECT c.job_name, c.fire_time,
             WHEN c.verdict = 'running' AND c.slot > p_capacity THEN 'no_capacity'
             WHEN c.verdict IN ('running', 'skipped', 'busy') THEN 'taken'
             ELSE c.verdict END,
-       i.id, i.attempt, i.lease_until, i.started_at,
+       i.id, i.attempt, i.lease_token, i.lease_until, i.started_at,
        c.lease_seconds, c.heartbeat_seconds, c.max_attempts, c.retry_on_failure,
        CASE WHEN EXISTS (SELECT 1 FROM replaced)
             THEN pg_notify('claimsched_runs', current_schema())::text = '' END,
@@ -147,18 +206,26 @@ $$;
 
 -- Take over runs that want an owner: manual/backfill requests (pending) whose fire time has
 -- come, orphans (first: they are runs in progress), and failed runs whose retry is due.
--- attempt + 1 is the new fencing token. A Forbid job starts at most one run, and none while
+-- attempt + 1 is the new fencing token, and a new lease_token (returned to this claimer only)
+-- fences out the previous owner even if it had the same agent id. A Forbid job starts at most one run, and none while
 -- another of its runs is in progress (read by forbid_in_progress(), after its lock); an
--- orphan yields only to a running run or an older orphan.
+-- orphan yields only to a running run or an older orphan. Only the jobs of the caller's scope
+-- (cs_agent_scope()) are considered.
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_reclaim(p_agent_id text, p_jobs text[], p_capacity integer)
 RETURNS TABLE (id bigint, job_name text, fire_time timestamptz, kind text, attempt integer,
-               lease_until timestamptz, started_at timestamptz, orphan_count integer,
+               lease_token uuid, lease_until timestamptz, started_at timestamptz,
+               orphan_count integer,
                lease_seconds integer, heartbeat_seconds integer, max_attempts integer,
                retry_on_failure boolean, db_now timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
 #variable_conflict use_column
+DECLARE
+    v_scope text[] := cs_agent_scope();
 BEGIN
+IF v_scope IS NOT NULL THEN
+    p_jobs := ARRAY(SELECT j.name FROM unnest(p_jobs) AS j(name) WHERE j.name LIKE ANY (v_scope));
+END IF;
 RETURN QUERY
 WITH picked AS (
     SELECT r.id, r.job_name, r.fire_time, r.status
@@ -192,12 +259,12 @@ taken AS (
 )
 UPDATE job_runs r
 SET status = 'running', attempt = r.attempt + 1, claimed_by = p_agent_id,
-    lease_until = now() + make_interval(secs => s.lease_seconds), started_at = now(),
+    lease_token = gen_random_uuid(), lease_until = now() + make_interval(secs => s.lease_seconds), started_at = now(),
     finished_at = NULL, retry_at = NULL
 FROM taken, job_schedule s
 WHERE r.id = taken.id AND r.fire_time = taken.fire_time AND s.job_name = r.job_name
-RETURNING r.id, r.job_name, r.fire_time, r.kind, r.attempt, r.lease_until, r.started_at,
-          r.orphan_count, s.lease_seconds, s.heartbeat_seconds, s.max_attempts,
+RETURNING r.id, r.job_name, r.fire_time, r.kind, r.attempt, r.lease_token, r.lease_until,
+          r.started_at, r.orphan_count, s.lease_seconds, s.heartbeat_seconds, s.max_attempts,
           s.retry_on_failure, now();
 END
 $$;
@@ -206,7 +273,7 @@ $$;
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_heartbeat(
     p_agent_id text, p_ids bigint[], p_fire_times timestamptz[], p_attempts integer[],
-    p_leases double precision[])
+    p_lease_tokens uuid[], p_leases double precision[])
 RETURNS TABLE (id bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
 #variable_conflict use_column
@@ -214,15 +281,16 @@ BEGIN
 RETURN QUERY
 UPDATE job_runs r
 SET lease_until = now() + make_interval(secs => h.lease_seconds)
-FROM unnest(p_ids, p_fire_times, p_attempts, p_leases) AS h(id, fire_time, attempt, lease_seconds)
+FROM unnest(p_ids, p_fire_times, p_attempts, p_lease_tokens, p_leases)
+     AS h(id, fire_time, attempt, lease_token, lease_seconds)
 WHERE r.id = h.id AND r.fire_time = h.fire_time AND r.attempt = h.attempt
-  AND r.claimed_by = p_agent_id AND r.status = 'running' AND r.lease_until > now()
+  AND r.lease_token = h.lease_token AND r.claimed_by = p_agent_id AND r.status = 'running' AND r.lease_until > now()
 RETURNING r.id;
 END
 $$;
 
--- Record the outcome of finished runs (batched), fenced by owner and attempt (the fencing
--- token). The lease need not be alive: a handler that finished while the database was away
+-- Record the outcome of finished runs (batched), fenced by owner, attempt (the fencing
+-- token) and lease token. The lease need not be alive: a handler that finished while the database was away
 -- longer than its lease is recorded if nobody took the run over meanwhile (still running, or
 -- orphaned by the reaper but not reclaimed: a reclaim sets a new owner and attempt). A run
 -- fenced out for good (failed: max_runtime, Replace, attempts exhausted) stays as it is.
@@ -231,7 +299,7 @@ $$;
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_complete(
     p_agent_id text, p_ids bigint[], p_fire_times timestamptz[], p_attempts integer[],
-    p_statuses text[], p_errors text[], p_retries boolean[], p_max_attempts integer[],
+    p_lease_tokens uuid[], p_statuses text[], p_errors text[], p_retries boolean[], p_max_attempts integer[],
     p_backoffs double precision[])
 RETURNS TABLE (id bigint, retry_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
@@ -242,10 +310,11 @@ UPDATE job_runs r
 SET status = c.status, finished_at = now(), error = c.error, lease_until = now(),
     retry_at = CASE WHEN c.status = 'failed' AND c.retry AND r.attempt < c.max_attempts
                     THEN now() + make_interval(secs => c.backoff) END
-FROM unnest(p_ids, p_fire_times, p_attempts, p_statuses, p_errors, p_retries, p_max_attempts,
-            p_backoffs)
-     AS c(id, fire_time, attempt, status, error, retry, max_attempts, backoff)
+FROM unnest(p_ids, p_fire_times, p_attempts, p_lease_tokens, p_statuses, p_errors, p_retries,
+            p_max_attempts, p_backoffs)
+     AS c(id, fire_time, attempt, lease_token, status, error, retry, max_attempts, backoff)
 WHERE r.id = c.id AND r.fire_time = c.fire_time AND r.attempt = c.attempt
+  AND r.lease_token = c.lease_token
   AND r.claimed_by = p_agent_id AND r.status IN ('running', 'orphaned')
   AND c.status IN ('done', 'failed')
 RETURNING r.id, r.retry_at;
@@ -328,14 +397,16 @@ $$;
 
 -- Graceful shutdown: end this agent's leases now, so the next housekeeping orphans them.
 -- Called by: agents (`claimsched roles`).
-CREATE OR REPLACE FUNCTION cs_release(p_agent_id text, p_ids bigint[])
+CREATE OR REPLACE FUNCTION cs_release(p_agent_id text, p_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (id bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
 RETURN QUERY
 UPDATE job_runs r SET lease_until = now() - interval '1 microsecond'
-WHERE r.claimed_by = p_agent_id AND r.status = 'running' AND r.id = ANY(p_ids)
+FROM unnest(p_ids, p_lease_tokens) AS x(id, lease_token)
+WHERE r.id = x.id AND r.lease_token = x.lease_token AND r.claimed_by = p_agent_id
+  AND r.status = 'running'
 RETURNING r.id;
 END
 $$;
@@ -361,7 +432,7 @@ $$;
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_effect(
     p_run_id bigint, p_fire_time timestamptz, p_agent_id text, p_attempt integer,
-    p_entity text, p_job_name text)
+    p_lease_token uuid, p_entity text, p_job_name text)
 RETURNS TABLE (owned boolean, inserted boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
 #variable_conflict use_column
@@ -370,7 +441,7 @@ RETURN QUERY
 WITH fence AS (
     SELECT r.id, r.attempt FROM job_runs r
     WHERE r.id = p_run_id AND r.fire_time = p_fire_time AND r.claimed_by = p_agent_id
-      AND r.attempt = p_attempt AND r.job_name = p_job_name AND r.status = 'running'
+      AND r.attempt = p_attempt AND r.lease_token = p_lease_token AND r.job_name = p_job_name AND r.status = 'running'
       AND r.lease_until > now()
     FOR KEY SHARE
 ),
@@ -422,11 +493,21 @@ END
 $$;
 
 -- An agent declares the schedules of its code: always as a code declaration (source 'code',
--- no owner), so it never takes over a row the operator or the CLI owns.
+-- no owner), so it never takes over a row the operator or the CLI owns. A job outside the
+-- caller's scope (cs_agent_scope()) is not written: the row's owner, if any, is returned.
 CREATE OR REPLACE FUNCTION cs_declare_schedule(p_spec jsonb)
 RETURNS TABLE (source text, owner text, written boolean, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_scope text[] := cs_agent_scope();
 BEGIN
+IF v_scope IS NOT NULL AND NOT coalesce(p_spec ->> 'job_name' LIKE ANY (v_scope), false) THEN
+    RETURN QUERY
+    SELECT s.source, s.owner, false, false
+    FROM (SELECT) AS one LEFT JOIN job_schedule s ON s.job_name = p_spec ->> 'job_name';
+    RETURN;
+END IF;
 RETURN QUERY
 SELECT * FROM cs_upsert_schedule(
     p_spec || jsonb_build_object('source', 'code', 'owner', NULL::text));
@@ -485,17 +566,24 @@ SELECT EXISTS (SELECT 1 FROM job),
 END
 $$;
 
--- Nobody but the owner calls these until `claimsched roles` grants them.
+-- Nobody but the owner calls these until `claimsched roles` grants them, but for the roles
+-- that could call a function before this file ran: a function dropped above, for a new
+-- signature, is granted again to the callers of the one it replaces (by name).
 DO $$
 DECLARE
     f regprocedure;
+    grantee regrole;
 BEGIN
-    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
-             WHERE p.pronamespace = (SELECT n.oid FROM pg_namespace n
-                                     WHERE n.nspname = current_schema())
-               AND p.proname LIKE 'cs\_%'
+    FOR f IN SELECT c.f FROM pg_temp.cs_functions c
     LOOP
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
     END LOOP;
+    FOR f, grantee IN SELECT c.f, k.grantee
+                      FROM pg_temp.cs_functions c JOIN pg_temp.cs_callers k ON k.name = c.name
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', f, grantee);
+    END LOOP;
 END
 $$;
+DROP VIEW pg_temp.cs_functions;
+DROP TABLE pg_temp.cs_callers;

@@ -26,7 +26,12 @@ SELECT i.system_identifier, current_database() FROM database_identity() i
 -- An occurrence happened when a scheduled or backfilled run holds its fire time (one row per
 -- fire time); a manual run is at the instant of its trigger, which is no occurrence.
 -- `latest_occurrence`: the newest occurrence with a run (for a late start). The streak: how many
--- of the latest finished runs (done or failed, at most 100) in a row ended as the latest did.
+-- of the latest finished runs (done or failed, at most 100) in a row ended as the latest did:
+-- those newer than the latest run that ended the other way.
+-- Each job's figures come from its own index range (job_name, fire_time), not a join of every
+-- job's runs: the counters read the job's runs since its window began (and its running or
+-- orphaned ones before), the latest run, success and failure (job_runs_failed) one entry each,
+-- the streak only its own runs.
 WITH jobs AS (
     SELECT s.job_name, s.enabled, s.active_since, s.suspend_until,
            greatest(s.active_since, s.suspend_until, now() - interval '24 hours') AS day_start,
@@ -40,28 +45,6 @@ WITH jobs AS (
            END AS settled_end
     FROM job_schedule s
     WHERE s.job_name = ANY (%(jobs)s::text[])
-), counted AS (
-    SELECT j.job_name,
-           count(*) FILTER (WHERE r.status = 'running') AS active_runs,
-           count(*) FILTER (WHERE r.status = 'orphaned') AS orphaned_current,
-           coalesce(sum(r.orphan_count)
-                    FILTER (WHERE r.fire_time > now() - interval '24 hours'), 0) AS orphaned_day,
-           count(*) FILTER (WHERE r.status = 'failed'
-                              AND r.fire_time > now() - interval '24 hours') AS failed_day,
-           count(*) FILTER (WHERE r.status = 'failed' AND r.error LIKE '%%attempts exhausted'
-                              AND r.fire_time > now() - interval '24 hours') AS exhausted_day,
-           count(*) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.day_start
-                              AND r.fire_time <= j.settled_end) AS seen_day,
-           count(*) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.history_start
-                              AND r.fire_time <= j.settled_end) AS seen_history,
-           max(r.fire_time) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.history_start
-                                      AND r.fire_time <= j.settled_end) AS latest_seen,
-           max(r.fire_time) FILTER (WHERE r.kind <> 'manual') AS latest_occurrence
-    FROM jobs j
-    JOIN job_runs r ON r.job_name = j.job_name
-    WHERE r.fire_time > least(j.history_start, now() - interval '24 hours')
-       OR r.status IN ('running', 'orphaned')
-    GROUP BY j.job_name
 )
 SELECT j.job_name, j.enabled, j.active_since, j.suspend_until, j.day_start, j.history_start,
        j.settled_end,
@@ -73,8 +56,10 @@ SELECT j.job_name, j.enabled, j.active_since, j.suspend_until, j.day_start, j.hi
        coalesce(c.seen_day, 0) AS seen_day,
        coalesce(c.seen_history, 0) AS seen_history,
        c.latest_seen, c.latest_occurrence,
-       coalesce(streak.failures, 0) AS consecutive_failures,
-       coalesce(streak.successes, 0) AS consecutive_successes,
+       CASE WHEN failure.fire_time > coalesce(success.fire_time, '-infinity')
+            THEN streak.runs ELSE 0 END AS consecutive_failures,
+       CASE WHEN success.fire_time > coalesce(failure.fire_time, '-infinity')
+            THEN streak.runs ELSE 0 END AS consecutive_successes,
        last.fire_time AS last_fire_time, last.status AS last_status, last.attempt AS last_attempt,
        last.claimed_by AS last_claimed_by, last.started_at AS last_started_at,
        last.finished_at AS last_finished_at, last.error AS last_error,
@@ -84,7 +69,32 @@ SELECT j.job_name, j.enabled, j.active_since, j.suspend_until, j.day_start, j.hi
        (SELECT durability FROM database_identity()) AS durability,
        now() AS db_now
 FROM jobs j
-LEFT JOIN counted c ON c.job_name = j.job_name
+LEFT JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE r.status = 'running') AS active_runs,
+           count(*) FILTER (WHERE r.status = 'orphaned') AS orphaned_current,
+           sum(r.orphan_count)
+               FILTER (WHERE r.fire_time > now() - interval '24 hours') AS orphaned_day,
+           count(*) FILTER (WHERE r.status = 'failed'
+                              AND r.fire_time > now() - interval '24 hours') AS failed_day,
+           count(*) FILTER (WHERE r.status = 'failed' AND r.error LIKE '%%attempts exhausted'
+                              AND r.fire_time > now() - interval '24 hours') AS exhausted_day,
+           count(*) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.day_start
+                              AND r.fire_time <= j.settled_end) AS seen_day,
+           count(*) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.history_start
+                              AND r.fire_time <= j.settled_end) AS seen_history,
+           max(r.fire_time) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.history_start
+                                      AND r.fire_time <= j.settled_end) AS latest_seen,
+           max(r.fire_time) FILTER (WHERE r.kind <> 'manual') AS latest_occurrence
+    FROM (
+        SELECT r.status, r.kind, r.fire_time, r.orphan_count, r.error FROM job_runs r
+        WHERE r.job_name = j.job_name
+          AND r.fire_time > least(j.history_start, now() - interval '24 hours')
+        UNION ALL
+        SELECT r.status, r.kind, r.fire_time, r.orphan_count, r.error FROM job_runs r
+        WHERE r.job_name = j.job_name AND r.status IN ('running', 'orphaned')
+          AND r.fire_time <= least(j.history_start, now() - interval '24 hours')
+    ) r
+) c ON true
 LEFT JOIN (
     SELECT h.job_name, count(DISTINCT a.agent_id) AS agents,
            array_agg(DISTINCT a.tzdata ORDER BY a.tzdata)
@@ -108,22 +118,21 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) success ON true
 LEFT JOIN LATERAL (
-    SELECT count(*) FILTER (WHERE w.status = 'failed') AS failures,
-           count(*) FILTER (WHERE w.status = 'done') AS successes
+    SELECT r.fire_time FROM job_runs r
+    WHERE r.job_name = j.job_name AND r.status = 'failed'
+    ORDER BY r.fire_time DESC
+    LIMIT 1
+) failure ON true
+LEFT JOIN LATERAL (
+    SELECT count(*) AS runs
     FROM (
-        SELECT latest.status,
-               bool_and(latest.status = latest.newest)
-                   OVER (ORDER BY latest.fire_time DESC) AS in_streak
-        FROM (
-            SELECT r.status, r.fire_time,
-                   first_value(r.status) OVER (ORDER BY r.fire_time DESC) AS newest
-            FROM job_runs r
-            WHERE r.job_name = j.job_name AND r.status IN ('done', 'failed')
-            ORDER BY r.fire_time DESC
-            LIMIT 100
-        ) latest
-    ) w
-    WHERE w.in_streak
+        SELECT FROM job_runs r
+        WHERE r.job_name = j.job_name AND r.status IN ('done', 'failed')
+          AND r.fire_time > CASE WHEN success.fire_time IS NULL OR failure.fire_time IS NULL
+                                 THEN '-infinity'
+                                 ELSE least(success.fire_time, failure.fire_time) END
+        LIMIT 100
+    ) newer
 ) streak ON true
 
 -- name: operator_trigger_run

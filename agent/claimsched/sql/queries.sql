@@ -49,6 +49,17 @@ SELECT (SELECT coalesce(max(updated_at)::text, '') || '/' || count(*) FROM job_s
 -- The database connected to (`claimsched roles` grants CONNECT on it).
 SELECT current_database()
 
+-- name: replace_agent_scope
+-- `claimsched roles --jobs` / `--all-jobs`: the agent role acts for exactly the jobs these LIKE
+-- patterns match (migration 0011); no pattern: for every job.
+WITH gone AS (
+    DELETE FROM agent_scopes
+    WHERE role = %(role)s AND NOT job_pattern = ANY(%(patterns)s::text[])
+)
+INSERT INTO agent_scopes (role, job_pattern)
+SELECT %(role)s, p.pattern FROM unnest(%(patterns)s::text[]) AS p(pattern)
+ON CONFLICT DO NOTHING
+
 -- name: schema_versions
 -- Migrations already applied, oldest first.
 SELECT version FROM schema_version ORDER BY version
@@ -75,7 +86,8 @@ WHERE job_name = ANY (%(names)s::text[])
 
 -- name: schedule_versions
 -- Each schedule's last change: an agent re-reads only the rows whose updated_at is not the one
--- it holds (every write sets it, sql/schema.sql), whichever order their writers committed in.
+-- it holds (every write sets it: a trigger of the migrations), whichever order their writers
+-- committed in.
 SELECT job_name, updated_at FROM job_schedule
 
 -- name: upsert_schedule
@@ -131,13 +143,15 @@ SELECT * FROM cs_reclaim(%(agent_id)s, %(jobs)s::text[], %(capacity)s::integer)
 -- Renew the leases this agent still owns; a missing id is a lost lease.
 -- The statement and what it decides: sql/functions.sql's cs_heartbeat.
 SELECT * FROM cs_heartbeat(%(agent_id)s, %(ids)s::bigint[], %(fire_times)s::timestamptz[],
-                           %(attempts)s::integer[], %(leases)s::double precision[])
+                           %(attempts)s::integer[], %(lease_tokens)s::uuid[],
+                           %(leases)s::double precision[])
 
 -- name: complete
--- Record the outcome of finished runs, fenced by owner and attempt (batched).
+-- Record the outcome of finished runs, fenced by owner, attempt and lease token (batched).
 -- The statement and what it decides: sql/functions.sql's cs_complete.
 SELECT * FROM cs_complete(%(agent_id)s, %(ids)s::bigint[], %(fire_times)s::timestamptz[],
-                          %(attempts)s::integer[], %(statuses)s::text[], %(errors)s::text[],
+                          %(attempts)s::integer[], %(lease_tokens)s::uuid[],
+                          %(statuses)s::text[], %(errors)s::text[],
                           %(retries)s::boolean[], %(max_attempts)s::integer[],
                           %(backoffs)s::double precision[])
 
@@ -151,7 +165,7 @@ SELECT * FROM cs_housekeeping(%(agent_id)s, %(hostname)s, %(pod)s, %(namespace)s
 -- name: release
 -- Graceful shutdown: end this agent's leases now.
 -- The statement and what it decides: sql/functions.sql's cs_release.
-SELECT * FROM cs_release(%(agent_id)s, %(ids)s::bigint[])
+SELECT * FROM cs_release(%(agent_id)s, %(ids)s::bigint[], %(lease_tokens)s::uuid[])
 
 -- name: agent_stopped
 -- Graceful shutdown: this agent is gone.
@@ -162,7 +176,7 @@ SELECT * FROM cs_agent_stopped(%(agent_id)s)
 -- Record a side effect's receipt if this run still owns its occurrence.
 -- The statement and what it decides: sql/functions.sql's cs_effect.
 SELECT * FROM cs_effect(%(run_id)s::bigint, %(fire_time)s, %(agent_id)s, %(attempt)s::integer,
-                        %(entity)s, %(job_name)s)
+                        %(lease_token)s::uuid, %(entity)s, %(job_name)s)
 
 -- name: search_path
 -- The session's search_path, to put back after a receipt written in the app's transaction.

@@ -9,13 +9,18 @@
 -- The agent role (apps' agents): reads schedules, and writes only through the fenced SECURITY
 -- DEFINER functions of sql/functions.sql (claim, reclaim, heartbeat, complete, release, effect
 -- receipts, housekeeping, presence, code declarations). No INSERT, UPDATE or DELETE on any table.
--- Ownership of a run is proven by the agent id the run was claimed with together with its
--- fencing token (id, fire_time, attempt): the agent role may not read those, neither the runs'
--- claimed_by, id, attempt or error (which names the owner of an expired lease) nor the agents
--- table, so an agent cannot learn another agent's run and pass itself off as its owner. What it
--- may read of job_runs is what its poll for claimable runs needs.
+-- Ownership of a run is proven by the agent id the run was claimed with, its fencing token
+-- (id, fire_time, attempt) and its lease token, a secret each claim returns to its claimer
+-- only. The agent role may read none of them: neither the runs' claimed_by, id, attempt,
+-- lease_token or error (which names the owner of an expired lease) nor the agents table. Agent
+-- ids and fencing tokens also show in logs and statuses; the lease token never does, so an
+-- agent sharing this role cannot pass itself off as another's run's owner. What it may read of
+-- job_runs is what its poll for claimable runs needs.
+-- Its scope, the jobs it may act for (agent_scopes, migration 0011), is set apart from this file
+-- (the replace_agent_scope query, `claimsched roles --jobs`); this file leaves it as it is.
 --
--- The operator role (the Kubernetes operator, the CLI, the web view): reads everything, writes
+-- The operator role (the Kubernetes operator, the CLI, the web view): reads everything but
+-- lease tokens (it has no use for them; what it reads shows in statuses and pages), writes
 -- schedules (through cs_upsert_schedule, and the columns that suspend, resume, disable and
 -- release a row), and asks for manual and backfill runs through cs_request_runs and
 -- cs_trigger_run. It writes no run, receipt or presence row itself. Migrations and maintenance
@@ -53,13 +58,14 @@ GRANT EXECUTE ON FUNCTION
     {schema}.cs_claim(text, integer, text[], timestamptz[], text[], text[], boolean[],
                       timestamptz[]),
     {schema}.cs_reclaim(text, text[], integer),
-    {schema}.cs_heartbeat(text, bigint[], timestamptz[], integer[], double precision[]),
-    {schema}.cs_complete(text, bigint[], timestamptz[], integer[], text[], text[], boolean[],
-                         integer[], double precision[]),
+    {schema}.cs_heartbeat(text, bigint[], timestamptz[], integer[], uuid[],
+                          double precision[]),
+    {schema}.cs_complete(text, bigint[], timestamptz[], integer[], uuid[], text[], text[],
+                         boolean[], integer[], double precision[]),
     {schema}.cs_housekeeping(text, text, text, text, text[], text, integer, text),
-    {schema}.cs_release(text, bigint[]),
+    {schema}.cs_release(text, bigint[], uuid[]),
     {schema}.cs_agent_stopped(text),
-    {schema}.cs_effect(bigint, timestamptz, text, integer, text, text),
+    {schema}.cs_effect(bigint, timestamptz, text, integer, uuid, text, text),
     {schema}.cs_declare_schedule(jsonb)
 TO {agent};
 
@@ -67,6 +73,25 @@ TO {agent};
 -- requested runs through functions; suspend, resume, disable and release as plain UPDATEs of
 -- the columns they set.
 GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {operator};
+-- ... but not job_runs.lease_token: every other column of job_runs, none of its partitions
+-- (a query reads them through job_runs, which is checked alone).
+DO $$
+DECLARE
+    part regclass;
+BEGIN
+    EXECUTE format('REVOKE SELECT ON job_runs FROM %I', {operator_name});
+    EXECUTE format('GRANT SELECT (%s) ON job_runs TO %I',
+                   (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
+                    FROM pg_attribute a
+                    WHERE a.attrelid = 'job_runs'::regclass AND a.attnum > 0
+                      AND NOT a.attisdropped AND a.attname <> 'lease_token'),
+                   {operator_name});
+    FOR part IN SELECT i.inhrelid FROM pg_inherits i WHERE i.inhparent = 'job_runs'::regclass
+    LOOP
+        EXECUTE format('REVOKE SELECT ON %s FROM %I', part, {operator_name});
+    END LOOP;
+END
+$$;
 GRANT UPDATE (enabled, owner, suspend_until, suspend_reason) ON {schema}.job_schedule
     TO {operator};
 GRANT EXECUTE ON FUNCTION

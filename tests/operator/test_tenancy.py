@@ -1,0 +1,281 @@
+"""Two teams, one database, the real operator: team A and team B each have a namespace, a
+ClaimSchedule, a login role of `claimsched roles` scoped to its team's jobs and an agent running
+as that role. Every
+cross-team write, takeover and leak team B tries is refused or absent, and team A's run
+completes exactly once all the while."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import secrets
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+import kubernetes
+import psycopg
+import pytest
+from psycopg import errors, sql
+from tests.helpers.kube_emulator import Served
+from tests.helpers.polling import wait_for
+
+from claimsched import Agent, Run
+from claimsched.cli import main as claimsched
+from claimsched.db import Store
+from claimsched.db.store import spec_json
+from claimsched.records import Candidate, Completion, Lease
+from claimsched.specs import JobSpec
+from conftest import GROUP, PLURAL, VERSION, Operator, claimschedule, events
+
+TEAM_A, TEAM_B = "team-a", "team-b"
+JOBS = {TEAM_A: "billing", TEAM_B: "reports"}  # each team's job, its agent role's scope
+PASSWORD = "Team-B-Secret-Pw-7"  # in team B's malformed databaseRef DSN
+_counter = itertools.count()
+
+
+@dataclass(frozen=True)
+class Team:
+    namespace: str
+    role: str
+    dsn: str  # the team's role's DSN
+
+
+def execute(dsn: str, statement: Any, params: Any = None) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET search_path = claimsched, public")
+        cur = conn.execute(statement, params)
+        return cur.fetchall() if cur.description else []
+
+
+@pytest.fixture
+def teams(dsn: str) -> Iterator[tuple[Team, Team]]:
+    """Each team's agent role, made by `claimsched roles` (roles are server-wide: this test's
+    own names) and scoped to its team's job, with a password."""
+    suffix = f"{os.getpid()}_{next(_counter)}"
+    operator_role = f"tenancy_operator_{suffix}"
+    made = []
+    for namespace in (TEAM_A, TEAM_B):
+        role = f"{namespace.replace('-', '_')}_agent_{suffix}"
+        assert claimsched(["roles", "--agent-role", role, "--operator-role", operator_role,
+                           "--jobs", JOBS[namespace], "--dsn", dsn]) == 0
+        password = secrets.token_hex(12)
+        execute(dsn, sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(role),
+                                                                 sql.Literal(password)))
+        made.append(Team(namespace, role,
+                         psycopg.conninfo.make_conninfo(dsn, user=role, password=password)))
+    yield made[0], made[1]
+    for role in (made[0].role, made[1].role, operator_role):
+        execute(dsn, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        execute(dsn, sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def schedule_row(dsn: str, job: str) -> list[tuple[Any, ...]]:
+    return execute(dsn, "SELECT schedule, enabled, source, owner FROM job_schedule"
+                        " WHERE job_name = %s", [job])
+
+
+def run_rows(dsn: str, job: str) -> list[tuple[Any, ...]]:
+    """What proves a run's state and ownership (its lease's renewals aside), read as the owner."""
+    return execute(dsn, "SELECT id, status, attempt, claimed_by, lease_token, finished_at, error"
+                        " FROM job_runs WHERE job_name = %s ORDER BY id", [job])
+
+
+def ready(api: kubernetes.client.CustomObjectsApi, namespace: str, name: str
+          ) -> dict[str, Any] | None:
+    obj = cast(dict[str, Any],
+               api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name))
+    found = [c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"]
+    return dict(found[0]) if found and found[0]["status"] == "False" else None
+
+
+def secret(name: str, dsn: str) -> kubernetes.client.V1Secret:
+    return kubernetes.client.V1Secret(
+        metadata=kubernetes.client.V1ObjectMeta(name=name), type="Opaque",
+        data={"dsn": base64.b64encode(dsn.encode()).decode()})
+
+
+def test_two_teams_share_one_database_and_neither_can_touch_the_others_job(
+        served: Served, api: kubernetes.client.CustomObjectsApi,
+        core: kubernetes.client.CoreV1Api, operator: Operator, dsn: str, store: Store,
+        teams: tuple[Team, Team]) -> None:
+    team_a, team_b = teams
+    operator.env["CLAIMSCHED_OPERATOR_DATABASE_REFS"] = "true"
+    operator.start()
+    api.create_namespaced_custom_object(GROUP, VERSION, TEAM_A, PLURAL,
+                                        claimschedule("billing", "@every 1h"))
+    api.create_namespaced_custom_object(GROUP, VERSION, TEAM_B, PLURAL,
+                                        claimschedule("reports", "@every 1s"))
+    owned = ("@every 1h", True, "operator", "team-a/billing")
+    wait_for(lambda: schedule_row(dsn, "billing") == [owned], "team A's row", log=operator.log)
+    wait_for(lambda: schedule_row(dsn, "reports") == [
+        ("@every 1s", True, "operator", "team-b/reports")], "team B's row", log=operator.log)
+
+    # Each team's agent, as its own role, without migrating, handles its own job.
+    go_on = threading.Event()
+
+    def billing(run: Run) -> None:
+        assert go_on.wait(30), "the test never let team A's run finish"
+        assert run.effect("invoice:1")
+
+    def reports(run: Run) -> None:
+        run.effect(f"report:{run.fire_time.isoformat()}")
+
+    agents = []
+    for team, job, handler in ((team_a, "billing", billing), (team_b, "reports", reports)):
+        agent = Agent(team.dsn, agent_id=f"{team.namespace}-0", migrate=False,
+                      housekeeping_seconds=0.3, shutdown_grace_seconds=2)
+        agent.job(job)(handler)
+        agents.append(agent)
+    try:
+        for agent in agents:
+            agent.start()
+        store.request_runs("billing", [datetime.now(UTC) - timedelta(seconds=1)], "manual")
+        running = wait_for(lambda: [r for r in run_rows(dsn, "billing") if r[1] == "running"],
+                           "team A's run running", log=operator.log)
+        assert len(running) == 1 and running[0][3] == "team-a-0"
+        before = run_rows(dsn, "billing")
+
+        # 1. Team B's ClaimSchedule for team A's job: refused, visibly; the row stays A's.
+        api.create_namespaced_custom_object(GROUP, VERSION, TEAM_B, PLURAL,
+                                            claimschedule("steal", "@every 1s", jobName="billing"))
+        refused = wait_for(lambda: ready(api, TEAM_B, "steal"), "Ready=False on team B's steal",
+                           log=operator.log)
+        assert refused["reason"] == "Conflict"
+        assert "ClaimSchedule team-a/billing" in refused["message"]
+        conflict = wait_for(lambda: events(served, "Conflict", "steal"), "a Conflict Event")
+        assert conflict[0]["type"] == "Warning"
+        assert "job 'billing' belongs to ClaimSchedule team-a/billing" in conflict[0]["message"]
+        assert schedule_row(dsn, "billing") == [owned]
+
+        # 2. Team B's role, knowing all but the lease token of team A's run.
+        run_id, _, attempt, owner_agent, _, _, _ = running[0]
+        (fire_time, started_at, lease_until, kind) = execute(
+            dsn, "SELECT fire_time, started_at, lease_until, kind FROM job_runs WHERE id = %s",
+            [run_id])[0]
+        forged = Lease(id=run_id, job_name="billing", fire_time=fire_time, attempt=attempt,
+                       lease_until=lease_until, started_at=started_at, lease_seconds=60,
+                       heartbeat_seconds=10, max_attempts=1, retry_on_failure=False,
+                       lease_token=uuid.uuid4(), kind=kind)
+
+        def untouched() -> None:
+            assert schedule_row(dsn, "billing") == [owned]
+            assert run_rows(dsn, "billing") == before
+            assert execute(dsn, "SELECT count(*) FROM job_effects WHERE job_name = 'billing'") \
+                == [(0,)]
+
+        for statement, params in (
+            ("UPDATE job_schedule SET schedule = '@every 1s' WHERE job_name = 'billing'", []),
+            ("UPDATE job_schedule SET owner = 'team-b/steal' WHERE job_name = 'billing'", []),
+            ("DELETE FROM job_schedule WHERE job_name = 'billing'", []),
+            ("UPDATE job_runs SET status = 'failed' WHERE id = %s", [run_id]),
+            ("DELETE FROM job_runs WHERE id = %s", [run_id]),
+            ("INSERT INTO job_effects (entity, job_name, fire_time, run_id, attempt) "
+             "VALUES ('invoice:1', 'billing', now(), %s, %s)", [run_id, attempt]),
+            ("SELECT lease_token FROM job_runs WHERE id = %s", [run_id]),
+        ):
+            with pytest.raises(errors.InsufficientPrivilege):
+                execute(team_b.dsn, statement, params)
+            untouched()
+
+        as_b = Store(team_b.dsn)
+        as_b.open()
+        try:
+            assert as_b.heartbeat(owner_agent, [forged]) == set()
+            untouched()
+            assert as_b.complete(owner_agent, [Completion(forged, "failed", "forged")]) == {}
+            untouched()
+            assert as_b.release(owner_agent, [forged]) == 0
+            untouched()
+            assert as_b.receipts.record(owner_agent, forged, "invoice:1") == (False, False)
+            untouched()
+            # The functions themselves, with no lease token at all.
+            args = [owner_agent, run_id, fire_time, attempt]
+            assert execute(team_b.dsn, "SELECT * FROM cs_heartbeat(%s, ARRAY[%s]::bigint[],"
+                           " ARRAY[%s]::timestamptz[], ARRAY[%s], ARRAY[NULL]::uuid[],"
+                           " ARRAY[60.0])", args) == []
+            assert execute(team_b.dsn, "SELECT * FROM cs_complete(%s, ARRAY[%s]::bigint[],"
+                           " ARRAY[%s]::timestamptz[], ARRAY[%s], ARRAY[NULL]::uuid[],"
+                           " ARRAY['done'], ARRAY[NULL], ARRAY[false], ARRAY[1], ARRAY[0.0])",
+                           args) == []
+            untouched()
+            # A declaration of team A's job, as code or posing as team B's ClaimSchedule.
+            declared = as_b.upsert_schedule(JobSpec(job_name="billing", schedule="@every 1s"))
+            assert declared.outcome == "unchanged"
+            assert declared.held_by and "team-a/billing" in declared.held_by
+            impostor = spec_json(JobSpec(job_name="billing", schedule="@every 1s",
+                                         source="operator", owner="team-b/steal"))
+            execute(team_b.dsn, "SELECT * FROM cs_declare_schedule(%s)", [impostor])
+            untouched()
+        finally:
+            as_b.close()
+
+        # 3. Team B's databaseRef to a malformed DSN holding a password: a fixed reason.
+        core.create_namespaced_secret(TEAM_B, secret("leaky-db", f"host=x password='{PASSWORD}"))
+        api.create_namespaced_custom_object(GROUP, VERSION, TEAM_B, PLURAL, claimschedule(
+            "leaky", "@every 1h", databaseRef={"name": "leaky-db"}))
+        invalid = wait_for(lambda: ready(api, TEAM_B, "leaky"), "Ready=False on leaky",
+                           log=operator.log)
+        assert invalid["reason"] == "InvalidDatabaseRef"
+        assert invalid["message"] == ("Secret team-b/leaky-db key 'dsn': the value is not a DSN"
+                                      " libpq can parse")
+        wait_for(lambda: events(served, None, "leaky"), "an Event about leaky")
+
+        # 4. Team A's run, let go, completes once, its receipt recorded once.
+        go_on.set()
+        wait_for(lambda: [r[1] for r in run_rows(dsn, "billing")] == ["done"],
+                 "team A's run done", log=operator.log)
+        (done,) = run_rows(dsn, "billing")
+        assert done[:4] == (run_id, "done", attempt, "team-a-0") and done[6] is None
+        assert execute(dsn, "SELECT entity, run_id, attempt FROM job_effects"
+                            " WHERE job_name = 'billing'") == [("invoice:1", run_id, attempt)]
+        # Team B's agent ran its own job all along.
+        wait_for(lambda: execute(dsn, "SELECT 1 FROM job_runs r JOIN job_effects e"
+                                      " ON e.run_id = r.id WHERE r.job_name = 'reports'"
+                                      " AND r.status = 'done' AND r.claimed_by = 'team-b-0'"),
+                 "a done run of team B's job, with its receipt", log=operator.log)
+    finally:
+        go_on.set()
+        for agent in agents:
+            agent.stop()
+    assert schedule_row(dsn, "billing") == [owned]
+    assert len(run_rows(dsn, "billing")) == 1
+
+    shown = "\n".join([
+        json.dumps(api.list_namespaced_custom_object(GROUP, VERSION, TEAM_B, PLURAL)),
+        json.dumps([x.body for x in served.emulator.sent("POST") if x.path.endswith("/events")],
+                   default=str),
+        json.dumps([x.body for x in served.emulator.sent("PATCH")], default=str),
+        operator.log(),
+    ])
+    assert PASSWORD not in shown
+
+
+def test_a_teams_agent_role_cannot_claim_another_teams_runs(
+        dsn: str, store: Store, teams: tuple[Team, Team]) -> None:
+    """Team B's agent, registering a handler under team A's job name, must not take its runs
+    (and run its own code in their place)."""
+    _, team_b = teams
+    store.upsert_schedule(JobSpec(job_name="billing", schedule="@every 1h", source="operator",
+                                  owner="team-a/billing"))  # as the operator writes it
+    store.request_runs("billing", [datetime.now(UTC) - timedelta(seconds=5)], "manual")
+    (active_since,) = execute(dsn, "UPDATE job_schedule SET active_since = now() - interval"
+                                   " '1 hour' RETURNING active_since")[0]
+    due = datetime.now(UTC) - timedelta(seconds=1)
+    as_b = Store(team_b.dsn)
+    as_b.open()
+    try:
+        taken = as_b.reclaim("team-b-0", ["billing"], 1)
+        for lease in taken:
+            as_b.complete("team-b-0", [Completion(lease, "done")])
+        claimed = as_b.claim("team-b-0", [Candidate("billing", due, active_since)], 1)
+    finally:
+        as_b.close()
+    assert taken == []
+    assert claimed is not None and [c.outcome for c in claimed[1]] == ["inactive"]
+    assert execute(dsn, "SELECT status, claimed_by FROM job_runs") == [("pending", None)]
