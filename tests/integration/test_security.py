@@ -154,15 +154,19 @@ def test_the_agent_runs_with_a_role_that_has_no_ddl_rights(
         ):
             with pytest.raises(pgerrors.InsufficientPrivilege):
                 conn.execute(ddl)
-    Store(dsn).upsert_schedule(
-        job_spec(
-            job_name="tick",
-            schedule="@every 1s",
-            lease_seconds=3,
-            heartbeat_seconds=1,
-            source="cli",
+    store = Store(dsn)
+    try:
+        store.upsert_schedule(
+            job_spec(
+                job_name="tick",
+                schedule="@every 1s",
+                lease_seconds=3,
+                heartbeat_seconds=1,
+                source="cli",
+            )
         )
-    )
+    finally:
+        store.close()
     done: list[bool] = []
     agent = Agent(
         app_dsn, agent_id="least-privilege", housekeeping_seconds=0.3, shutdown_grace_seconds=1
