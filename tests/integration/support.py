@@ -11,7 +11,10 @@ from claimsched.db import Store
 from claimsched.records import Candidate
 
 
-def sql(dsn: str, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+def sql(
+    dsn: str, statement: str | psycopg.sql.Composable, params: Any = None
+) -> list[tuple[Any, ...]]:
+    """Run one statement on `dsn` (as whoever it logs in as) in claimsched's schema."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SET search_path = claimsched, public")
         cur = conn.execute(statement, params)

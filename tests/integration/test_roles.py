@@ -26,6 +26,7 @@ from claimsched.records import Candidate, Completion, Lease
 from claimsched.specs import JobSpec
 
 from .support import PRESENCE, past
+from .support import sql as run_sql
 
 _counter = itertools.count()
 
@@ -37,13 +38,6 @@ class Logins:
     nobody: str  # a role `claimsched roles` granted nothing
 
 
-def _execute(dsn: str, statement: Any, params: Any = None) -> list[tuple[Any, ...]]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SET search_path = claimsched, public")
-        cur = conn.execute(statement, params)
-        return cur.fetchall() if cur.description else []
-
-
 @pytest.fixture
 def logins(dsn: str) -> Iterator[Logins]:
     """The two roles, granted by the owner (roles are server-wide: each test has its own)."""
@@ -53,17 +47,17 @@ def logins(dsn: str) -> Iterator[Logins]:
     owner = Store(dsn)
     owner.grant_roles(roles)
     owner.grant_roles(roles)  # idempotent
-    _execute(dsn, sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(nobody)))
+    run_sql(dsn, sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(nobody)))
     password = secrets.token_hex(12)
     found = {}
     for role in (roles.agent, roles.operator, nobody):
-        _execute(dsn, sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+        run_sql(dsn, sql.SQL("ALTER ROLE {} PASSWORD {}").format(
             sql.Identifier(role), sql.Literal(password)))
         found[role] = psycopg.conninfo.make_conninfo(dsn, user=role, password=password)
     yield Logins(found[roles.agent], found[roles.operator], found[nobody])
     for role in (roles.agent, roles.operator, nobody):
-        _execute(dsn, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-        _execute(dsn, sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+        run_sql(dsn, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        run_sql(dsn, sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 @pytest.fixture
@@ -143,7 +137,7 @@ REFUSED = ([("agent", s) for s in TABLE_WRITES + OWNERSHIP_READS]
 def test_every_write_a_role_has_no_business_with_is_refused(
         logins: Logins, lease: Lease, who: str, statement: str) -> None:
     with pytest.raises(errors.InsufficientPrivilege):
-        _execute(getattr(logins, who), statement)
+        run_sql(getattr(logins, who), statement)
 
 
 @pytest.fixture
@@ -159,10 +153,10 @@ def test_a_finished_run_is_not_reopened_by_the_agent_role(
         as_agent: Store, store: Store, lease: Lease, dsn: str) -> None:
     assert store.complete("a1", [Completion(lease, "done")])
     assert as_agent.complete("a1", [Completion(lease, "failed", "again")]) == {}
-    row = _execute(dsn, "SELECT status, error FROM job_runs WHERE id = %s", [lease.id])
+    row = run_sql(dsn, "SELECT status, error FROM job_runs WHERE id = %s", [lease.id])
     assert row == [("done", None)]
     with pytest.raises(errors.InsufficientPrivilege):
-        _execute(as_agent.dsn, "UPDATE job_runs SET status = 'pending'")
+        run_sql(as_agent.dsn, "UPDATE job_runs SET status = 'pending'")
 
 
 def test_an_agent_role_cannot_complete_into_a_status_other_than_done_or_failed(
@@ -174,7 +168,7 @@ def test_an_agent_role_cannot_complete_into_a_status_other_than_done_or_failed(
             "ARRAY[3], ARRAY[0.0])",
             [lease.id, lease.fire_time, lease.attempt, lease.lease_token]).fetchall()
     assert rows == []
-    assert _execute(dsn, "SELECT status FROM job_runs WHERE id = %s", [lease.id]) == [("running",)]
+    assert run_sql(dsn, "SELECT status FROM job_runs WHERE id = %s", [lease.id]) == [("running",)]
 
 
 def test_a_receipt_needs_the_callers_own_live_lease(
@@ -184,17 +178,17 @@ def test_a_receipt_needs_the_callers_own_live_lease(
     other_job = as_agent.receipts.record("a1", dataclasses.replace(lease, job_name="payroll"),
                                          "invoice:1")
     assert (wrong_agent, wrong_token, other_job) == ((False, False),) * 3
-    assert _execute(dsn, "SELECT count(*) FROM job_effects") == [(0,)]
+    assert run_sql(dsn, "SELECT count(*) FROM job_effects") == [(0,)]
     assert as_agent.receipts.record("a1", lease, "invoice:1") == (True, True)
-    assert _execute(dsn, "SELECT entity, run_id FROM job_effects") == [("invoice:1", lease.id)]
+    assert run_sql(dsn, "SELECT entity, run_id FROM job_effects") == [("invoice:1", lease.id)]
 
 
 def test_an_agent_role_cannot_renew_or_release_anothers_run(
         as_agent: Store, lease: Lease, dsn: str) -> None:
-    before = _execute(dsn, "SELECT lease_until FROM job_runs WHERE id = %s", [lease.id])
+    before = run_sql(dsn, "SELECT lease_until FROM job_runs WHERE id = %s", [lease.id])
     assert as_agent.heartbeat("a2", [lease]) == set()
     assert as_agent.release("a2", [lease]) == 0
-    assert _execute(dsn, "SELECT lease_until FROM job_runs WHERE id = %s", [lease.id]) == before
+    assert run_sql(dsn, "SELECT lease_until FROM job_runs WHERE id = %s", [lease.id]) == before
     assert as_agent.heartbeat("a1", [lease]) == {lease.id}
 
 
@@ -218,7 +212,7 @@ def test_an_agent_role_never_takes_over_a_schedule_the_operator_or_the_cli_owns(
             conn.execute("SELECT * FROM claimsched.cs_upsert_schedule(%s)", [impostor])
     with pytest.raises(DatabaseError, match="permission denied"):
         as_agent.upsert_schedule(JobSpec(job_name="report", schedule="@every 1s", source="cli"))
-    assert _execute(dsn, "SELECT job_name, schedule, source FROM job_schedule ORDER BY 1") == [
+    assert run_sql(dsn, "SELECT job_name, schedule, source FROM job_schedule ORDER BY 1") == [
         ("billing", "@daily", "operator"), ("report", "@daily", "cli")]
 
 
@@ -226,7 +220,7 @@ def test_an_agent_role_declares_claims_and_completes_through_the_functions(
         as_agent: Store, dsn: str) -> None:
     assert as_agent.upsert_schedule(JobSpec(job_name="sweep", schedule="@every 1s")).outcome \
         == "created"
-    _execute(dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
+    run_sql(dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
     schedule = as_agent.load_schedules()[0]
     outcome = as_agent.claim("a1", [Candidate("sweep", past(1), schedule.active_since)], 1)
     assert outcome is not None and outcome[1][0].outcome == "claimed"
@@ -237,8 +231,8 @@ def test_an_agent_role_declares_claims_and_completes_through_the_functions(
     found = as_agent.housekeeping("a1", ["sweep"], PRESENCE)
     assert not found.claimable
     as_agent.agent_stopped("a1")
-    assert _execute(dsn, "SELECT status, claimed_by FROM job_runs") == [("done", "a1")]
-    assert _execute(dsn, "SELECT stopped_at IS NOT NULL FROM agents") == [(True,)]
+    assert run_sql(dsn, "SELECT status, claimed_by FROM job_runs") == [("done", "a1")]
+    assert run_sql(dsn, "SELECT stopped_at IS NOT NULL FROM agents") == [(True,)]
 
 
 def test_a_callers_temporary_table_does_not_stand_in_for_claimschedules(
@@ -275,9 +269,9 @@ def test_the_operator_role_does_what_the_operator_and_the_cli_do(
         assert operator.list_runs("billing") and operator.list_agents() == []
     finally:
         operator.close()
-    kinds = _execute(dsn, "SELECT kind, status FROM job_runs ORDER BY kind")
+    kinds = run_sql(dsn, "SELECT kind, status FROM job_runs ORDER BY kind")
     assert kinds == [("backfill", "pending"), ("manual", "pending")]
-    assert _execute(dsn, "SELECT source, schedule FROM job_schedule") == [("cli", "@hourly")]
+    assert run_sql(dsn, "SELECT source, schedule FROM job_schedule") == [("cli", "@hourly")]
 
 
 def test_the_agent_role_may_not_request_runs_or_suspend(
@@ -298,7 +292,7 @@ def _forged(lease: Lease) -> Lease:
 
 
 def _run_row(dsn: str, lease: Lease) -> list[tuple[Any, ...]]:
-    return _execute(dsn, "SELECT status, lease_until, attempt FROM job_runs WHERE id = %s",
+    return run_sql(dsn, "SELECT status, lease_until, attempt FROM job_runs WHERE id = %s",
                     [lease.id])
 
 
@@ -322,13 +316,13 @@ def test_without_its_lease_token_no_receipt_is_written_for_another_run_in_any_fo
         assert held == (False, False)
     with psycopg.connect(as_agent.dsn) as app, app.transaction():  # the app's own transaction
         assert as_agent.receipts.record("a1", forged, "invoice:3", app) == (False, False)
-    assert _execute(dsn, "SELECT count(*) FROM job_effects") == [(0,)]
+    assert run_sql(dsn, "SELECT count(*) FROM job_effects") == [(0,)]
     assert as_agent.receipts.record("a1", lease, "invoice:1") == (True, True)
 
 
 def test_a_reclaim_draws_a_new_lease_token_that_fences_out_the_previous_owner(
         as_agent: Store, store: Store, lease: Lease, dsn: str) -> None:
-    _execute(dsn, "UPDATE job_runs SET lease_until = now() - interval '1 second'")
+    run_sql(dsn, "UPDATE job_runs SET lease_until = now() - interval '1 second'")
     assert as_agent.housekeeping("a2", ["nightly"], PRESENCE).orphaned == 1
     # The same agent id takes it over: only the lease token tells the two attempts apart.
     (taken,) = as_agent.reclaim("a1", ["nightly"], 1)
@@ -336,7 +330,7 @@ def test_a_reclaim_draws_a_new_lease_token_that_fences_out_the_previous_owner(
     stale = dataclasses.replace(taken, lease_token=lease.lease_token)
     assert as_agent.receipts.record("a1", stale, "invoice:1") == (False, False)
     assert as_agent.complete("a1", [Completion(stale, "failed", "stale")]) == {}
-    assert _execute(dsn, "SELECT status FROM job_runs") == [("running",)]
+    assert run_sql(dsn, "SELECT status FROM job_runs") == [("running",)]
     assert as_agent.receipts.record("a1", taken, "invoice:1") == (True, True)
     assert as_agent.complete("a1", [Completion(taken, "done")]) == {taken.id: None}
 
@@ -346,15 +340,15 @@ def test_migrate_keeps_the_agent_role_able_to_call_functions_whose_signature_cha
     """An upgrade: the roles were granted for an older cs_heartbeat (no lease token argument)
     and cs_reclaim (none among its result columns), then `migrate` replaces them. The agent role
     may call the new ones without `claimsched roles`."""
-    agent_role = sql.Identifier(_execute(logins.agent, "SELECT current_user")[0][0])
+    agent_role = sql.Identifier(run_sql(logins.agent, "SELECT current_user")[0][0])
     older = {"cs_heartbeat(text, bigint[], timestamptz[], integer[], double precision[])":
              "cs_heartbeat(text, bigint[], timestamptz[], integer[], uuid[], double precision[])",
              "cs_reclaim(text, text[], integer)": "cs_reclaim(text, text[], integer)"}
     for old, new in older.items():
-        _execute(dsn, f"DROP FUNCTION {new}")
-        _execute(dsn, f"CREATE FUNCTION {old} RETURNS TABLE (id bigint) LANGUAGE sql"
+        run_sql(dsn, f"DROP FUNCTION {new}")
+        run_sql(dsn, f"CREATE FUNCTION {old} RETURNS TABLE (id bigint) LANGUAGE sql"
                       " AS 'SELECT 1::bigint WHERE false'")
-        _execute(dsn, sql.SQL(f"GRANT EXECUTE ON FUNCTION {old} TO {{}}").format(agent_role))
+        run_sql(dsn, sql.SQL(f"GRANT EXECUTE ON FUNCTION {old} TO {{}}").format(agent_role))
     store.migrate()
     store.migrate()  # and again: nothing is lost on the way
     store.upsert_schedule(JobSpec(job_name="nightly", schedule="@every 1s", source="cli"))
@@ -364,7 +358,7 @@ def test_migrate_keeps_the_agent_role_able_to_call_functions_whose_signature_cha
     assert as_agent.complete("a1", [Completion(taken, "done")]) == {taken.id: None}
     # The roles it did not have before, it still has not.
     with pytest.raises(errors.InsufficientPrivilege):
-        _execute(logins.operator, "SELECT * FROM claimsched.cs_heartbeat('a1', NULL, NULL, NULL,"
+        run_sql(logins.operator, "SELECT * FROM claimsched.cs_heartbeat('a1', NULL, NULL, NULL,"
                                   " NULL, NULL)")
 
 
@@ -373,18 +367,18 @@ def test_migrate_keeps_the_agent_role_able_to_call_functions_whose_signature_cha
 
 def test_a_scoped_agent_role_neither_claims_reclaims_nor_declares_another_job(
         logins: Logins, as_agent: Store, store: Store, dsn: str) -> None:
-    agent_role, operator_role = (_execute(login, "SELECT current_user")[0][0]
+    agent_role, operator_role = (run_sql(login, "SELECT current_user")[0][0]
                                  for login in (logins.agent, logins.operator))
     scoped = ["roles", "--agent-role", agent_role, "--operator-role", operator_role,
               "--jobs", "team-a-%", "--jobs", "billing", "--dsn", dsn]
     assert claimsched(scoped) == 0
     assert claimsched(scoped) == 0  # idempotent
-    assert _execute(dsn, "SELECT job_pattern FROM agent_scopes WHERE role = %s ORDER BY 1",
+    assert run_sql(dsn, "SELECT job_pattern FROM agent_scopes WHERE role = %s ORDER BY 1",
                     [agent_role]) == [("billing",), ("team-a-%",)]
     for job in ("payroll", "team-a-sweep"):
         store.upsert_schedule(JobSpec(job_name=job, schedule="@every 1s", source="cli"))
         store.request_runs(job, [past(5)], "manual")
-    _execute(dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
+    run_sql(dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
     since = {s.job_name: s.active_since for s in store.load_schedules()}
     due = past(1)
 
@@ -403,9 +397,9 @@ def test_a_scoped_agent_role_neither_claims_reclaims_nor_declares_another_job(
         == "unchanged"
     assert as_agent.upsert_schedule(JobSpec(job_name="billing", schedule="@daily")).outcome \
         == "created"
-    assert _execute(dsn, "SELECT job_name, schedule FROM job_schedule ORDER BY 1") == [
+    assert run_sql(dsn, "SELECT job_name, schedule FROM job_schedule ORDER BY 1") == [
         ("billing", "@daily"), ("payroll", "@every 1s"), ("team-a-sweep", "@every 1s")]
-    assert _execute(dsn, "SELECT status, claimed_by FROM job_runs WHERE job_name = 'payroll'") \
+    assert run_sql(dsn, "SELECT status, claimed_by FROM job_runs WHERE job_name = 'payroll'") \
         == [("pending", None)]
 
     # The schema's owner is never scoped; `--all-jobs` unscopes the role again.
@@ -415,7 +409,7 @@ def test_a_scoped_agent_role_neither_claims_reclaims_nor_declares_another_job(
     assert owned.outcome == "claimed" and owned.lease is not None
     assert store.complete("o1", [Completion(owned.lease, "done")]) == {owned.lease.id: None}
     assert claimsched([*scoped[:5], "--all-jobs", "--dsn", dsn]) == 0
-    assert _execute(dsn, "SELECT count(*) FROM agent_scopes") == [(0,)]
+    assert run_sql(dsn, "SELECT count(*) FROM agent_scopes") == [(0,)]
     assert [t.job_name for t in as_agent.reclaim("a1", ["payroll"], 5)] == ["payroll"]
 
 

@@ -24,6 +24,7 @@ import pytest
 from psycopg import errors, sql
 from tests.helpers.kube_emulator import Served
 from tests.helpers.polling import wait_for
+from tests.integration.support import sql as run_sql
 
 from claimsched import Agent, Run
 from claimsched.cli import main as claimsched
@@ -46,13 +47,6 @@ class Team:
     dsn: str  # the team's role's DSN
 
 
-def execute(dsn: str, statement: Any, params: Any = None) -> list[tuple[Any, ...]]:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SET search_path = claimsched, public")
-        cur = conn.execute(statement, params)
-        return cur.fetchall() if cur.description else []
-
-
 @pytest.fixture
 def teams(dsn: str) -> Iterator[tuple[Team, Team]]:
     """Each team's agent role, made by `claimsched roles` (roles are server-wide: this test's
@@ -65,24 +59,24 @@ def teams(dsn: str) -> Iterator[tuple[Team, Team]]:
         assert claimsched(["roles", "--agent-role", role, "--operator-role", operator_role,
                            "--jobs", JOBS[namespace], "--dsn", dsn]) == 0
         password = secrets.token_hex(12)
-        execute(dsn, sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(role),
+        run_sql(dsn, sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(role),
                                                                  sql.Literal(password)))
         made.append(Team(namespace, role,
                          psycopg.conninfo.make_conninfo(dsn, user=role, password=password)))
     yield made[0], made[1]
     for role in (made[0].role, made[1].role, operator_role):
-        execute(dsn, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-        execute(dsn, sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+        run_sql(dsn, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        run_sql(dsn, sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 def schedule_row(dsn: str, job: str) -> list[tuple[Any, ...]]:
-    return execute(dsn, "SELECT schedule, enabled, source, owner FROM job_schedule"
+    return run_sql(dsn, "SELECT schedule, enabled, source, owner FROM job_schedule"
                         " WHERE job_name = %s", [job])
 
 
 def run_rows(dsn: str, job: str) -> list[tuple[Any, ...]]:
     """What proves a run's state and ownership (its lease's renewals aside), read as the owner."""
-    return execute(dsn, "SELECT id, status, attempt, claimed_by, lease_token, finished_at, error"
+    return run_sql(dsn, "SELECT id, status, attempt, claimed_by, lease_token, finished_at, error"
                         " FROM job_runs WHERE job_name = %s ORDER BY id", [job])
 
 
@@ -155,7 +149,7 @@ def test_two_teams_share_one_database_and_neither_can_touch_the_others_job(
 
         # 2. Team B's role, knowing all but the lease token of team A's run.
         run_id, _, attempt, owner_agent, _, _, _ = running[0]
-        (fire_time, started_at, lease_until, kind) = execute(
+        (fire_time, started_at, lease_until, kind) = run_sql(
             dsn, "SELECT fire_time, started_at, lease_until, kind FROM job_runs WHERE id = %s",
             [run_id])[0]
         forged = Lease(id=run_id, job_name="billing", fire_time=fire_time, attempt=attempt,
@@ -166,7 +160,7 @@ def test_two_teams_share_one_database_and_neither_can_touch_the_others_job(
         def untouched() -> None:
             assert schedule_row(dsn, "billing") == [owned]
             assert run_rows(dsn, "billing") == before
-            assert execute(dsn, "SELECT count(*) FROM job_effects WHERE job_name = 'billing'") \
+            assert run_sql(dsn, "SELECT count(*) FROM job_effects WHERE job_name = 'billing'") \
                 == [(0,)]
 
         for statement, params in (
@@ -180,7 +174,7 @@ def test_two_teams_share_one_database_and_neither_can_touch_the_others_job(
             ("SELECT lease_token FROM job_runs WHERE id = %s", [run_id]),
         ):
             with pytest.raises(errors.InsufficientPrivilege):
-                execute(team_b.dsn, statement, params)
+                run_sql(team_b.dsn, statement, params)
             untouched()
 
         as_b = Store(team_b.dsn)
@@ -196,10 +190,10 @@ def test_two_teams_share_one_database_and_neither_can_touch_the_others_job(
             untouched()
             # The functions themselves, with no lease token at all.
             args = [owner_agent, run_id, fire_time, attempt]
-            assert execute(team_b.dsn, "SELECT * FROM cs_heartbeat(%s, ARRAY[%s]::bigint[],"
+            assert run_sql(team_b.dsn, "SELECT * FROM cs_heartbeat(%s, ARRAY[%s]::bigint[],"
                            " ARRAY[%s]::timestamptz[], ARRAY[%s], ARRAY[NULL]::uuid[],"
                            " ARRAY[60.0])", args) == []
-            assert execute(team_b.dsn, "SELECT * FROM cs_complete(%s, ARRAY[%s]::bigint[],"
+            assert run_sql(team_b.dsn, "SELECT * FROM cs_complete(%s, ARRAY[%s]::bigint[],"
                            " ARRAY[%s]::timestamptz[], ARRAY[%s], ARRAY[NULL]::uuid[],"
                            " ARRAY['done'], ARRAY[NULL], ARRAY[false], ARRAY[1], ARRAY[0.0])",
                            args) == []
@@ -210,7 +204,7 @@ def test_two_teams_share_one_database_and_neither_can_touch_the_others_job(
             assert declared.held_by and "team-a/billing" in declared.held_by
             impostor = spec_json(JobSpec(job_name="billing", schedule="@every 1s",
                                          source="operator", owner="team-b/steal"))
-            execute(team_b.dsn, "SELECT * FROM cs_declare_schedule(%s)", [impostor])
+            run_sql(team_b.dsn, "SELECT * FROM cs_declare_schedule(%s)", [impostor])
             untouched()
         finally:
             as_b.close()
@@ -232,10 +226,10 @@ def test_two_teams_share_one_database_and_neither_can_touch_the_others_job(
                  "team A's run done", log=operator.log)
         (done,) = run_rows(dsn, "billing")
         assert done[:4] == (run_id, "done", attempt, "team-a-0") and done[6] is None
-        assert execute(dsn, "SELECT entity, run_id, attempt FROM job_effects"
+        assert run_sql(dsn, "SELECT entity, run_id, attempt FROM job_effects"
                             " WHERE job_name = 'billing'") == [("invoice:1", run_id, attempt)]
         # Team B's agent ran its own job all along.
-        wait_for(lambda: execute(dsn, "SELECT 1 FROM job_runs r JOIN job_effects e"
+        wait_for(lambda: run_sql(dsn, "SELECT 1 FROM job_runs r JOIN job_effects e"
                                       " ON e.run_id = r.id WHERE r.job_name = 'reports'"
                                       " AND r.status = 'done' AND r.claimed_by = 'team-b-0'"),
                  "a done run of team B's job, with its receipt", log=operator.log)
@@ -264,7 +258,7 @@ def test_a_teams_agent_role_cannot_claim_another_teams_runs(
     store.upsert_schedule(JobSpec(job_name="billing", schedule="@every 1h", source="operator",
                                   owner="team-a/billing"))  # as the operator writes it
     store.request_runs("billing", [datetime.now(UTC) - timedelta(seconds=5)], "manual")
-    (active_since,) = execute(dsn, "UPDATE job_schedule SET active_since = now() - interval"
+    (active_since,) = run_sql(dsn, "UPDATE job_schedule SET active_since = now() - interval"
                                    " '1 hour' RETURNING active_since")[0]
     due = datetime.now(UTC) - timedelta(seconds=1)
     as_b = Store(team_b.dsn)
@@ -278,4 +272,4 @@ def test_a_teams_agent_role_cannot_claim_another_teams_runs(
         as_b.close()
     assert taken == []
     assert claimed is not None and [c.outcome for c in claimed[1]] == ["inactive"]
-    assert execute(dsn, "SELECT status, claimed_by FROM job_runs") == [("pending", None)]
+    assert run_sql(dsn, "SELECT status, claimed_by FROM job_runs") == [("pending", None)]
