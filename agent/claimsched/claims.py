@@ -13,7 +13,9 @@ schedules a pass costs what is due, not what exists.
 from __future__ import annotations
 
 import heapq
+import itertools
 import random
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -23,6 +25,7 @@ from .schedules import Schedule
 from .specs import ScheduleRecord
 
 MAX_PER_PASS = 100
+MAX_SPREAD = 16  # at most this many times the usual proposals when other replicas took most
 SETTLED = frozenset({"claimed", "skipped", "taken", "inactive"})
 
 MISSED_LATEST = "missed; catchUpPolicy Latest runs only the newest missed occurrence"
@@ -39,11 +42,18 @@ class Planner:
     cursors: dict[str, datetime] = field(default_factory=dict)
     truncated: bool = False
     looked_at: int = 0  # jobs the last pass looked at
+    # How many proposals it takes to find one free: 1 / the share of the last pass's that
+    # other replicas had not taken (a herd late in its instant is mostly taken already).
+    spread: float = 1.0
     _quiet_until: dict[str, datetime] = field(default_factory=dict)
     _keys: dict[str, tuple[str, str, datetime]] = field(default_factory=dict)
-    # The jobs to look at on the next pass; the others wait in `_heap` (quiet until a time,
-    # an entry is stale unless `_quiet_until` still says that time) or are disabled.
-    _visit: set[str] = field(default_factory=set)
+    # The jobs to look at: new or changed entries (`_fresh`, all of them on the next pass) and
+    # those that may be due (`_queue`, in the order passes take them, as far as the quota goes;
+    # `_queued` says which of its entries still count). The others wait in `_heap` (quiet until
+    # a time; an entry is stale unless `_quiet_until` still says that time) or are disabled.
+    _fresh: set[str] = field(default_factory=set)
+    _queue: deque[str] = field(default_factory=deque)
+    _queued: set[str] = field(default_factory=set)
     _heap: list[tuple[datetime, str]] = field(default_factory=list)
     _seen: Mapping[str, tuple[ScheduleRecord, Schedule]] = field(default_factory=dict)
 
@@ -52,7 +62,9 @@ class Planner:
         self.cursors.clear()
         self._quiet_until.clear()
         self._heap.clear()
-        self._visit.update(self._seen)
+        self._queue.clear()
+        self._queued.clear()
+        self._fresh.update(self._seen)
 
     def _sync(self, schedules: Mapping[str, tuple[ScheduleRecord, Schedule]]) -> None:
         """Another mapping than the last one: look at the jobs whose entry is new (a caller
@@ -60,16 +72,27 @@ class Planner:
         if schedules is self._seen:
             return
         seen = self._seen
-        self._visit.update(name for name, entry in schedules.items() if seen.get(name) is not entry)
+        self._fresh.update(name for name, entry in schedules.items() if seen.get(name) is not entry)
         self._seen = schedules
 
+    def _enqueue(self, names: list[str], front: bool = False) -> None:
+        """Queue these jobs in random order (replicas then take different ones first)."""
+        names = [name for name in names if name not in self._queued]
+        self.rng.shuffle(names)
+        self._queued.update(names)
+        if front:
+            self._queue.extendleft(names)
+        else:
+            self._queue.extend(names)
+
     def _wake(self, now: datetime) -> None:
-        """Move the jobs whose quiet time has come from the heap to the jobs to visit."""
-        heap = self._heap
+        """Queue the jobs whose quiet time has come."""
+        heap, woken = self._heap, []
         while heap and heap[0][0] <= now:
             when, name = heapq.heappop(heap)
             if self._quiet_until.get(name) == when:
-                self._visit.add(name)
+                woken.append(name)
+        self._enqueue(woken)
         if len(heap) > 2 * len(self._quiet_until) + 1024:  # stale entries of changed jobs
             self._heap = [(when, name) for when, name in heap
                           if self._quiet_until.get(name) == when]
@@ -88,41 +111,69 @@ class Planner:
         """Candidates for due jobs, in random order, each job's occurrences ascending.
 
         With `capacity`, jobs wanting a run are proposed for about twice the free slots only
-        (random ones, so replicas spread), and planning stops there: a pass costs O(slots), not
-        O(due jobs), in Python as in the database. `truncated` then says that some job not
-        proposed may be due. Past the quota, a job seen for the first time (or changed) is
-        still classified, due or quiet, so that a quiet one goes to the heap at once.
+        (times `spread`: more when other replicas took most of the last ones), and planning
+        stops there: a pass costs O(slots), not O(due jobs), in Python as in the
+        database. `truncated` then says that some job not proposed may be due. The jobs a pass
+        proposed are looked at first by the next one (to see them settled, or propose them
+        again); then the queue, whose order is random per replica, so replicas spread. Past the
+        quota, a job seen for the first time (or changed) is still classified, due or quiet,
+        so that a quiet one goes to the heap at once.
         """
         self._sync(schedules)
         self._wake(now)
-        names = list(self._visit)
-        self.rng.shuffle(names)
-        self.looked_at = len(names)
+        quota = None if capacity is None else round(2 * capacity * self.spread)
         planned: list[Candidate] = []
+        proposed: list[str] = []
+        looked: set[str] = set()
         wanting = 0
-        self.truncated = False
-        for name in names:
-            entry = schedules.get(name)
-            if entry is None:
-                self._visit.discard(name)
-                continue
-            record, schedule = entry
-            if self._quiet(name, record, now):
-                self._visit.discard(name)  # its heap entry wakes it
-                continue
-            full = capacity is not None and wanting >= 2 * capacity
-            if full and self._keys.get(name) == _key(record):
-                self.truncated = True  # known to be due: the next pass proposes it
-                continue
-            job = self._plan_job(record, schedule, now)
+        queue, queued = self._queue, self._queued
+        while queue and (quota is None or wanting < quota):
+            name = queue.popleft()
+            if name not in queued:
+                continue  # a stale entry
+            queued.discard(name)
+            looked.add(name)
+            job = self._look(name, schedules, now)
+            if job:
+                wanting += any(c.want == "running" for c in job)
+                planned.extend(job)
+                proposed.append(name)
+        self.truncated = bool(queued)
+        fresh = list(self._fresh)
+        self._fresh.clear()
+        self.rng.shuffle(fresh)
+        later: list[str] = []
+        for name in fresh:
+            if name in queued or name in looked:
+                continue  # its turn in the queue comes, or came
+            looked.add(name)
+            job = self._look(name, schedules, now)
             if not job:
-                self._visit.discard(name)  # quiet (in the heap) or disabled
-            elif full:
-                self.truncated = True  # new and due: classified, proposed by a later pass
+                continue
+            if quota is not None and wanting >= quota:
+                self.truncated = True  # due: a later pass proposes it
+                later.append(name)
             else:
                 wanting += any(c.want == "running" for c in job)
                 planned.extend(job)
+                proposed.append(name)
+        self.looked_at = len(looked)
+        self._enqueue(later)
+        self._enqueue(proposed, front=True)
         return planned
+
+    def _look(
+        self, name: str, schedules: Mapping[str, tuple[ScheduleRecord, Schedule]], now: datetime
+    ) -> list[Candidate]:
+        """A job's candidates now; none when it is gone, disabled or quiet (then its heap
+        entry, or a change of its entry, brings it back)."""
+        entry = schedules.get(name)
+        if entry is None:
+            return []
+        record, schedule = entry
+        if self._quiet(name, record, now):
+            return []
+        return self._plan_job(record, schedule, now)
 
     def _quiet(self, name: str, record: ScheduleRecord, now: datetime) -> bool:
         """Known to have nothing due before a later instant (and unchanged since)."""
@@ -186,7 +237,11 @@ class Planner:
     def learn(self, results: Iterable[ClaimResult]) -> set[str]:
         """Advance cursors over settled occurrences; returns the outcomes that blocked a job."""
         blocked: dict[str, str] = {}
-        for result in sorted(results, key=lambda r: (r.job_name, r.fire_time)):
+        results = sorted(results, key=lambda r: (r.job_name, r.fire_time))
+        free = sum(r.outcome != "taken" for r in results)
+        self.spread = min(len(results) / free, MAX_SPREAD) if free else (
+            MAX_SPREAD if results else 1.0)
+        for result in results:
             if result.job_name in blocked:
                 continue
             if result.outcome in SETTLED:
@@ -204,7 +259,7 @@ class Planner:
         while heap and self._quiet_until.get(heap[0][1]) != heap[0][0]:
             heapq.heappop(heap)
         upcoming = [heap[0][0]] if heap else []
-        for name in self._visit:
+        for name in itertools.chain(self._fresh, self._queued):
             entry = schedules.get(name)
             if entry is None:
                 continue

@@ -200,4 +200,31 @@ def test_past_the_quota_a_pass_still_sends_every_quiet_new_job_to_the_heap() -> 
     first = planner.plan(schedules, NOW, capacity=4)
     assert planner.truncated and len({c.job_name for c in first}) == 8
     planner.plan(schedules, NOW, capacity=4)
-    assert planner.looked_at == 50  # the due ones only: the daily jobs wait in the heap
+    assert planner.looked_at == 8  # the first pass's proposals fill the quota again
+    assert planner.next_due(schedules, NOW + timedelta(hours=1)) is not None
+
+
+def test_a_herd_is_claimed_a_quota_per_pass_and_no_pass_looks_at_all_of_it() -> None:
+    """10,000 jobs due at one instant, 16 free slots: each pass looks at about what it proposes
+    (the last pass's proposals, then the next ones in line), never at every due job, and every
+    job is proposed until it settles."""
+    since = NOW - timedelta(seconds=5)
+    jobs = {f"b{i:05d}": record(job_name=f"b{i:05d}", schedule="@every 30s", active_since=since)
+            for i in range(10_000)}
+    schedules = {name: (rec, rec.parsed) for name, rec in jobs.items()}
+    planner = Planner()
+    planner.plan(schedules, NOW - timedelta(seconds=1), capacity=16)  # all quiet: to the heap
+    claimed: set[str] = set()
+    passes = 0
+    while len(claimed) < len(jobs):
+        passes += 1
+        candidates = planner.plan(schedules, NOW, capacity=16)
+        assert planner.looked_at <= 3 * 32
+        results = [ClaimResult(c.job_name, c.fire_time,
+                               "claimed" if i < 16 else "no_capacity", None)
+                   for i, c in enumerate(candidates)]
+        claimed.update(r.job_name for r in results if r.outcome == "claimed")
+        planner.learn(results)
+        assert passes < 1000
+    assert passes <= len(jobs) // 16 + 2
+    assert planner.plan(schedules, NOW, capacity=16) == [] and not planner.truncated
