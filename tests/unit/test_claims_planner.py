@@ -228,3 +228,18 @@ def test_a_herd_is_claimed_a_quota_per_pass_and_no_pass_looks_at_all_of_it() -> 
         assert passes < 1000
     assert passes <= len(jobs) // 16 + 2
     assert planner.plan(schedules, NOW, capacity=16) == [] and not planner.truncated
+
+
+def test_a_pass_proposes_more_when_other_replicas_took_most_of_the_last_ones() -> None:
+    since = NOW - timedelta(seconds=5)
+    jobs = {f"b{i:04d}": record(job_name=f"b{i:04d}", schedule="@every 30s", active_since=since)
+            for i in range(1000)}
+    schedules = {name: (rec, rec.parsed) for name, rec in jobs.items()}
+    planner = Planner()
+    first = planner.plan(schedules, NOW, capacity=4)
+    assert len(first) == 8
+    planner.learn([ClaimResult(c.job_name, c.fire_time, "claimed" if i == 0 else "taken", None)
+                   for i, c in enumerate(first)])
+    assert len(planner.plan(schedules, NOW, capacity=4)) == 64  # 8 x 8: one in 8 was free
+    planner.learn([])
+    assert len(planner.plan(schedules, NOW, capacity=4)) == 8
