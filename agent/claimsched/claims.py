@@ -26,6 +26,7 @@ from .specs import ScheduleRecord
 
 MAX_PER_PASS = 100
 MAX_SPREAD = 16  # at most this many times the usual proposals when other replicas took most
+SPREAD_UP_TO = 512  # ... and no more than this many in all (a statement's rows cost too)
 SETTLED = frozenset({"claimed", "skipped", "taken", "inactive"})
 
 MISSED_LATEST = "missed; catchUpPolicy Latest runs only the newest missed occurrence"
@@ -121,7 +122,8 @@ class Planner:
         """
         self._sync(schedules)
         self._wake(now)
-        quota = None if capacity is None else round(2 * capacity * self.spread)
+        quota = None if capacity is None else round(
+            max(2 * capacity, min(2 * capacity * self.spread, SPREAD_UP_TO)))
         planned: list[Candidate] = []
         proposed: list[str] = []
         looked: set[str] = set()
