@@ -6,10 +6,13 @@ import json
 import threading
 from datetime import timedelta
 
+import psycopg
 import pytest
 
 from claimsched.cli import main
-from claimsched.db import Store
+from claimsched.db import SessionOptions, Store
+from claimsched.db.queries import query
+from claimsched.db.store import claim_params
 from claimsched.specs import job_spec
 
 from .support import PRESENCE, due, past, runs, sql
@@ -44,6 +47,28 @@ def test_racing_replicas_produce_one_row_per_occurrence(store: Store) -> None:
     rows = runs(store.dsn, "job")
     assert len(rows) == len(occurrences) == len(won) == len(set(won))
     assert {r["fire_time"] for r in rows} == set(occurrences)
+
+
+def test_a_claim_passes_over_an_occurrence_that_a_claim_in_flight_is_inserting(
+    store: Store,
+) -> None:
+    _schedule(store, concurrency_policy="Allow")
+    first, second = past(2), past(1)
+    hurried = Store(store.dsn, options=SessionOptions(statement_timeout=3, lock_timeout=3))
+    hurried.open()
+    try:
+        with psycopg.connect(store.dsn) as racing:  # its claim of `first` stays uncommitted
+            racing.execute("SET search_path = claimsched, public")
+            racing.execute(query("claim"), claim_params("racing", due(store, "job", first), 4))
+            _, results = hurried.claim("hurried", due(store, "job", first, second), 4)
+            assert [r.outcome for r in results] == ["contended", "claimed"]
+            racing.rollback()
+        _, results = hurried.claim("hurried", due(store, "job", first), 4)
+    finally:
+        hurried.close()
+    assert [r.outcome for r in results] == ["claimed"]
+    assert {r["fire_time"]: r["claimed_by"] for r in runs(store.dsn, "job")} == {
+        first: "hurried", second: "hurried"}
 
 
 def test_claims_are_limited_to_free_slots(store: Store) -> None:

@@ -86,6 +86,16 @@ $$;
 -- lock: a run that a racing claim or reclaim started is seen (it is called only when some
 -- Forbid candidate may run, so claims of Allow and Replace jobs never pay for it).
 -- Rows are inserted in one global order (job, fire time) so concurrent claims never deadlock.
+-- A row is inserted only under a try-lock of its key (a transaction-level advisory lock on the
+-- hashes of job name and fire time): a candidate whose key another claim in flight holds is
+-- not inserted but 'contended', and the agent proposes it again soon. Without the lock, the
+-- insert would wait for that claim's commit, which with a synchronous standby lasts until the
+-- standby has confirmed it, and every row this claim won would start that much later. The
+-- UNIQUE (job_name, fire_time) still decides every race; a collision of hashes only defers a
+-- candidate by one pass; a try-lock never waits, so no lock order can deadlock. At most half
+-- of max_locks_per_transaction rows are locked (runs first, in the replica's order), so that
+-- a long catch-up never fills the server's lock table; the rest are inserted without the
+-- lock, as before, and may wait.
 -- A job outside the caller's scope (cs_agent_scope()) is as unknown to it: 'inactive'.
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_claim(
@@ -99,6 +109,7 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalo
 #variable_conflict use_column
 DECLARE
     v_scope text[] := cs_agent_scope();
+    v_locks integer := current_setting('max_locks_per_transaction')::integer / 2;
 BEGIN
 RETURN QUERY
 WITH cand AS (
@@ -145,10 +156,20 @@ ranked AS (
                               ORDER BY decided.ord) AS slot
     FROM decided
 ),
-chosen AS (
-    SELECT * FROM ranked
+inserting AS (
+    SELECT ranked.*,
+           row_number() OVER (ORDER BY ranked.verdict = 'running' DESC, ranked.ord) AS nth
+    FROM ranked
     WHERE ranked.verdict IN ('skipped', 'busy')
        OR (ranked.verdict = 'running' AND ranked.slot <= p_capacity)
+),
+-- Materialized: each key's lock is tried once, the CASE tries none past the budget.
+chosen AS MATERIALIZED (
+    SELECT * FROM inserting i
+    WHERE CASE WHEN i.nth > v_locks THEN true
+               ELSE pg_try_advisory_xact_lock(
+                        hashtext(i.job_name),
+                        hashint8((extract(epoch FROM i.fire_time) * 1000000)::bigint)) END
 ),
 ins AS (
     INSERT INTO job_runs (job_name, fire_time, kind, status, claimed_by, lease_until,
@@ -190,6 +211,8 @@ SELECT c.job_name, c.fire_time,
        CASE WHEN i.id IS NOT NULL THEN
                 CASE WHEN i.status = 'running' THEN 'claimed' ELSE 'skipped' END
             WHEN c.verdict = 'running' AND c.slot > p_capacity THEN 'no_capacity'
+            WHEN c.verdict IN ('running', 'skipped', 'busy') AND ch.ord IS NULL
+                THEN 'contended'
             WHEN c.verdict IN ('running', 'skipped', 'busy') THEN 'taken'
             ELSE c.verdict END,
        i.id, i.attempt, i.lease_token, i.lease_until, i.started_at,
@@ -199,6 +222,7 @@ SELECT c.job_name, c.fire_time,
        now() + (clock_timestamp() - now()) / 2
 FROM (SELECT now()) AS clock
 LEFT JOIN ranked c ON true
+LEFT JOIN chosen ch ON ch.ord = c.ord
 LEFT JOIN ins i ON i.job_name = c.job_name AND i.fire_time = c.fire_time
 ORDER BY c.ord;
 END
