@@ -72,6 +72,26 @@ SELECT CASE WHEN NOT pg_has_role(session_user, current_user, 'MEMBER') THEN
 END
 $$;
 
+-- Of these Forbid jobs, the ones whose row this transaction could lock (FOR NO KEY UPDATE, in
+-- job order, SKIP LOCKED: a row another transaction in flight holds is left out, not waited
+-- for), each with whether a run of it is in progress (forbid_in_progress(), read after the
+-- lock, so a run that the previous holder of the lock started is seen).
+-- Called by: cs_claim (no grant: nobody else).
+CREATE OR REPLACE FUNCTION cs_forbid_locked(p_jobs text[])
+RETURNS TABLE (job_name text, busy boolean)
+LANGUAGE plpgsql VOLATILE SET search_path = {schema}, pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_locked text[] := ARRAY(SELECT s.job_name FROM job_schedule s
+                             WHERE s.job_name = ANY (p_jobs)
+                             ORDER BY s.job_name FOR NO KEY UPDATE OF s SKIP LOCKED);
+BEGIN
+RETURN QUERY
+SELECT l.name, l.name IN (SELECT b.job_name FROM forbid_in_progress(v_locked) AS b)
+FROM unnest(v_locked) AS l(name);
+END
+$$;
+
 -- Claim due occurrences in one statement. Candidates come in as parallel arrays, in this
 -- replica's preferred order; `want` is 'running' (run it) or 'skipped' (record why not, in
 -- `reason`); `latest` marks a job's newest due occurrence. The database decides: not yet due by
@@ -82,9 +102,11 @@ $$;
 -- Returns one row per candidate with its outcome,
 -- plus the database clock (mid-statement); Replace fences out the job's older running runs.
 -- A claimed run's lease_token is returned here, to its claimer, and nowhere else.
--- Forbid's busy test is forbid_in_progress(), which locks the job first and reads after the
+-- Forbid's busy test is cs_forbid_locked(), which locks the job first and reads after the
 -- lock: a run that a racing claim or reclaim started is seen (it is called only when some
--- Forbid candidate may run, so claims of Allow and Replace jobs never pay for it).
+-- Forbid candidate may run, so claims of Allow and Replace jobs never pay for it). A Forbid job
+-- whose row another transaction in flight has locked (a racing claim) is not waited for: its
+-- candidates that would run are 'contended', like a key another claim holds (below).
 -- Rows are inserted in one global order (job, fire time) so concurrent claims never deadlock.
 -- A row is inserted only under a try-lock of its key (a transaction-level advisory lock on the
 -- hashes of job name and fire time): a candidate whose key another claim in flight holds is
@@ -132,17 +154,19 @@ WITH cand AS (
     LEFT JOIN job_schedule s
         ON s.job_name = c.job_name AND (v_scope IS NULL OR c.job_name LIKE ANY (v_scope))
 ),
-busy AS (
-    SELECT DISTINCT b.job_name
-    FROM forbid_in_progress(ARRAY(SELECT DISTINCT cand.job_name FROM cand
-                                  WHERE cand.first_verdict = 'running'
-                                    AND cand.concurrency_policy = 'Forbid')) AS b
+forbid AS (
+    SELECT f.job_name, f.busy
+    FROM cs_forbid_locked(ARRAY(SELECT DISTINCT cand.job_name FROM cand
+                                WHERE cand.first_verdict = 'running'
+                                  AND cand.concurrency_policy = 'Forbid')) AS f
 ),
 decided AS (
     SELECT cand.*,
            CASE WHEN cand.first_verdict <> 'running' OR cand.concurrency_policy <> 'Forbid'
                     THEN cand.first_verdict
-                WHEN cand.job_name IN (SELECT busy.job_name FROM busy)
+                WHEN cand.job_name NOT IN (SELECT forbid.job_name FROM forbid)
+                    THEN 'contended'
+                WHEN cand.job_name IN (SELECT forbid.job_name FROM forbid WHERE forbid.busy)
                     THEN CASE WHEN cand.latest THEN 'busy' ELSE 'deferred' END
                 WHEN row_number() OVER (PARTITION BY cand.job_name, cand.first_verdict
                                         ORDER BY cand.fire_time) > 1
