@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from claimsched.claims import MISSED_LATEST, MISSED_NONE, SUPERSEDED, Planner
 from claimsched.records import ClaimResult
 from claimsched.specs import ScheduleRecord
@@ -87,17 +89,18 @@ def test_nothing_before_the_schedule_became_active_is_proposed() -> None:
     ]
 
 
-def test_settled_outcomes_advance_the_cursor_and_blocked_ones_do_not() -> None:
+@pytest.mark.parametrize("blocked", ["no_capacity", "contended"])
+def test_settled_outcomes_advance_the_cursor_and_blocked_ones_do_not(blocked: str) -> None:
     planner = Planner()
     rec = record(catch_up_policy="All", concurrency_policy="Allow")
     plan(planner, rec)
     times = [NOW - timedelta(seconds=s) for s in (20, 10, 0)]
-    outcomes = ["taken", "no_capacity", "claimed"]
+    outcomes = ["taken", blocked, "claimed"]
     pending = planner.learn(
         ClaimResult("job", t, o, None)
         for t, o in zip(times, outcomes, strict=True)  # type: ignore[arg-type]
     )
-    assert pending == {"no_capacity"} and planner.cursors["job"] == times[0]
+    assert pending == {blocked} and planner.cursors["job"] == times[0]
     assert plan(planner, rec) == [("59:50", "running"), ("00:00", "running")]
     assert planner.next_due({"job": (rec, rec.parsed)}, NOW) == times[1]
 
