@@ -94,8 +94,8 @@ class OccurrenceCounter:
                 texts = [old.texts[i] for i in kept] + [rfc3339(t) for t in more]
                 cached.upcoming = _Upcoming(now, fires, texts)
                 return texts
-        fires, texts = _upcoming(schedule, now)
-        cached.upcoming = _Upcoming(now, list(fires), list(texts))
+        shared_fires, shared_texts = _upcoming(schedule, now)
+        cached.upcoming = _Upcoming(now, list(shared_fires), list(shared_texts))
         return cached.upcoming.texts
 
     def forget(self, job: str) -> None:
