@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 from claimsched.db import OwnedSchedules, redact_text
@@ -63,13 +64,14 @@ class OccurrenceCounter:
         windows = cached.windows
         old = windows.get(window)
         if old is not None and old.start <= start <= old.end <= end:
-            gained, after_end = cached.advance(old.end, old.after_end, end)
-            lost, after_start = cached.advance(old.start, old.after_start, start)
-            latest = old.latest if not gained else _UNKNOWN
-            new = _Window(start, end, old.total + gained - lost, after_start, after_end, latest)
-        else:
-            new = _Window(start, end, *_fresh_window(schedule, start, end), _UNKNOWN)
-        windows[window] = new
+            gained, old.after_end = cached.advance(old.end, old.after_end, end)
+            lost, old.after_start = cached.advance(old.start, old.after_start, start)
+            old.start, old.end, old.total = start, end, old.total + gained - lost
+            if gained:
+                old.latest = _UNKNOWN
+            return old.total
+        new = windows[window] = _Window(start, end, *_fresh_window(schedule, start, end),
+                                        _UNKNOWN)
         return new.total
 
     def latest(self, job: str, window: str, schedule: Schedule) -> datetime | None:
@@ -85,9 +87,9 @@ class OccurrenceCounter:
         cached = self._job(job, schedule)
         old = cached.upcoming
         if old is not None and old.at <= now:
-            kept = [i for i, fire in enumerate(old.fires) if fire > now]
-            if len(kept) == len(old.fires):
+            if not old.fires or old.fires[0] > now:
                 return old.texts  # nothing passed: the same fire times
+            kept = [i for i, fire in enumerate(old.fires) if fire > now]
             if kept and len(old.fires) == NEXT_FIRE_TIMES:
                 more = schedule.upcoming(old.fires[-1], NEXT_FIRE_TIMES - len(kept))
                 fires = [old.fires[i] for i in kept] + more
@@ -210,7 +212,7 @@ def observe(
         ):
             last_missed = rfc3339(latest)  # the newest settled occurrence has no run
     inputs = (upcoming, missed_day, missed_all, last_missed, late, failing,
-              *(row[column] for column in _STATUS_COLUMNS))
+              *_status_values(row))
     if previous is not None and previous.inputs == inputs:
         return previous
     last_run = None
@@ -258,6 +260,7 @@ _STATUS_COLUMNS = (
     "last_finished_at", "last_error", "last_successful_time", "live_agents",
     "consecutive_failures", "durability", "agent_tzdata",
 )
+_status_values = itemgetter(*_STATUS_COLUMNS)
 
 
 def _late(row: Mapping[str, Any], schedule: Schedule, deadline: int | None) -> datetime | None:
