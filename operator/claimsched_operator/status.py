@@ -210,7 +210,7 @@ def observe(
         if latest is not None and latest > row["history_start"] and (
             row["latest_seen"] is None or latest > row["latest_seen"]
         ):
-            last_missed = rfc3339(latest)  # the newest settled occurrence has no run
+            last_missed = _text(latest)  # the newest settled occurrence has no run
     inputs = (upcoming, missed_day, missed_all, last_missed, late, failing,
               *_status_values(row))
     if previous is not None and previous.inputs == inputs:
@@ -218,7 +218,7 @@ def observe(
     last_run = None
     if row["last_fire_time"] is not None:
         last_run = LastRun(
-            fire_time=rfc3339(row["last_fire_time"]),
+            fire_time=_text(row["last_fire_time"]),
             status=row["last_status"],
             attempt=max(1, int(row["last_attempt"])),
             claimed_by=(row["last_claimed_by"] or None) and row["last_claimed_by"][:253],
@@ -277,7 +277,13 @@ def _late(row: Mapping[str, Any], schedule: Schedule, deadline: int | None) -> d
 
 
 def _time(t: datetime | None) -> str | None:
-    return rfc3339(t) if t is not None else None
+    return _text(t) if t is not None else None
+
+
+@lru_cache(maxsize=8192)
+def _text(t: datetime) -> str:
+    """`rfc3339`, remembered: the jobs of one schedule share their fire times."""
+    return rfc3339(t)
 
 
 def refresh(
@@ -293,11 +299,10 @@ def refresh(
     settings and whether its resource's status said failing (default: none, and no)."""
     if not schedules:
         return {}
-    with _collection_paused():
-        rows = owned.status_rows(sorted(schedules), retention_days)
-        before = previous or {}
-        found: dict[str, Observation] = {}
-        for row in rows:
+    before = previous or {}
+    found: dict[str, Observation] = {}
+    with _collection_paused():  # the rows go before it resumes: it looks at fewer objects
+        for row in owned.status_rows(sorted(schedules), retention_days):
             schedule = schedules.get(row["job_name"])
             if schedule is None:
                 continue
