@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 from ..records import Candidate
 
@@ -43,9 +43,9 @@ def literal(values: Sequence[Any]) -> str:
 def _texts(values: Sequence[str | None]) -> str:
     """Text elements, each quoted (so that 'null' stays a string); escaped when one needs it."""
     if None not in values:
-        plain = "".join(values)  # type: ignore[arg-type]
-        if "\\" not in plain and '"' not in plain:
-            return '{"' + '","'.join(values) + '"}'
+        texts = cast("Sequence[str]", values)
+        if "\\" not in (plain := "".join(texts)) and '"' not in plain:
+            return '{"' + '","'.join(texts) + '"}'
     return "{" + ",".join(["NULL" if v is None else _quoted(v) for v in values]) + "}"
 
 
