@@ -3,7 +3,7 @@
 The claim statement takes one array per candidate field, and a busy replica sends thousands of
 candidates a second. psycopg dumps a list element by element in Python (a dumper call, then
 quoting, per element): that was a third of a saturated replica's CPU. Here each array is one
-text literal, joined in C (`','.join(map(datetime.isoformat, ...))`), which the statement's
+text literal, joined in C (`','.join(map(str, ...))`), which the statement's
 `::timestamptz[]` (or `::text[]`, ...) cast parses on the server, exactly as it parsed the
 literal psycopg wrote. Only text that needs it is escaped.
 """
@@ -32,7 +32,10 @@ def literal(values: Sequence[Any]) -> str:
     if isinstance(sample, bool):
         encode: Any = {True: "t", False: "f"}.__getitem__
     elif isinstance(sample, datetime):
-        encode = datetime.isoformat  # no space, comma or quote: no quoting needed
+        # Most fire times of one statement are the same instant (aligned schedules), and a
+        # job's version repeats: each distinct one is written once (a datetime keeps its hash).
+        text = {t: '"' + str(t) + '"' for t in set(present)}
+        encode = text.__getitem__
     else:  # int, float, UUID: their str() is the input Postgres reads
         encode = str
     if present is values:
@@ -46,7 +49,8 @@ def _texts(values: Sequence[str | None]) -> str:
         texts = cast("Sequence[str]", values)
         if "\\" not in (plain := "".join(texts)) and '"' not in plain:
             return '{"' + '","'.join(texts) + '"}'
-    return "{" + ",".join(["NULL" if v is None else _quoted(v) for v in values]) + "}"
+    text = {v: "NULL" if v is None else _quoted(v) for v in set(values)}  # few reasons repeat
+    return "{" + ",".join(map(text.__getitem__, values)) + "}"
 
 
 def _quoted(text: str) -> str:
