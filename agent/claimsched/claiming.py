@@ -8,6 +8,7 @@ hands each lease it won to the workers.
 from __future__ import annotations
 
 import functools
+import logging
 import random
 import threading
 import time
@@ -188,17 +189,18 @@ class Claimer:
         late = (lease.started_at - lease.fire_time).total_seconds()
         if how == "claimed" and late > 2 * max(self.jitter_seconds, 1.0):
             metrics.CATCH_UP.labels(lease.job_name).inc()
-        self.log.debug(
-            "%s %s",
-            how,
-            lease.job_name,
-            extra={
-                "job": lease.job_name,
-                "fire_time": lease.fire_time.isoformat(),
-                "attempt": lease.attempt,
-                "action": how,
-            },
-        )
+        if self.log.isEnabledFor(logging.DEBUG):
+            self.log.debug(
+                "%s %s",
+                how,
+                lease.job_name,
+                extra={
+                    "job": lease.job_name,
+                    "fire_time": lease.fire_time.isoformat(),
+                    "attempt": lease.attempt,
+                    "action": how,
+                },
+            )
         self.workers.start(lease, self.handlers[lease.job_name])
 
     # -- schedules ---------------------------------------------------------------------------
