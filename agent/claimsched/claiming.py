@@ -1,8 +1,8 @@
 """The claim loop: reads schedules, reclaims runs that want an owner, claims due occurrences.
 
-It wakes when told to (a NOTIFY, a freed slot, a retry falling due, a recovered database) or
-when the next occurrence is due, asks the planner what to claim, lets the database decide, and
-hands each lease it won to the workers.
+It wakes when told to (a NOTIFY, a freed slot it waits for, a retry falling due, a recovered
+database) or when the next occurrence is due, asks the planner what to claim, lets the database
+decide, and hands each lease it won to the workers.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from .workers import Handler, Workers
 
 RETRY_WAIT = 0.5  # seconds before retrying an occurrence that was deferred (Forbid, busy)
 NOT_DUE_WAIT = 0.01  # seconds before asking again when the database said "not due yet"
-FULL_WAIT = 5.0  # seconds to sleep with every slot busy; a finishing run wakes the loop earlier
+FULL_WAIT = 5.0  # seconds to sleep with every slot busy; a freed slot wakes the loop earlier
 
 
 @dataclass
@@ -67,6 +67,8 @@ class Claimer:
     _reclaim: bool = field(init=False, default=True)  # look for runs that want an owner
     _catch_up: bool = field(init=False, default=False)  # look back over the catch-up windows
     _next_retry: float | None = field(init=False, default=None)  # monotonic
+    # The last pass left work for want of a slot (or is still running): a freed slot wakes it.
+    _starved: bool = field(init=False, default=True)
     _refreshed_at: float = field(init=False, default=0.0)  # monotonic
 
     @property
@@ -96,6 +98,12 @@ class Claimer:
         self._reclaim = True
         self.wake.set()
 
+    def slot_freed(self) -> None:
+        """A run ended or was lost: wake the loop if it is waiting for a slot. Otherwise a
+        freed slot changes nothing it would do (each wake-up is a planner pass)."""
+        if self._starved:
+            self.wake.set()
+
     def want_reclaim(self) -> None:
         """Runs may want an owner (orphans, requests, retries): look on the next pass, now."""
         self._reclaim = True
@@ -123,7 +131,11 @@ class Claimer:
                 delay = self.health.failed(exc)
 
     def claim_pass(self) -> float:
-        """One wake-up: re-read schedules if needed, reclaim, claim. Returns seconds to sleep."""
+        """One wake-up: re-read schedules if needed, reclaim, claim. Returns seconds to sleep.
+
+        Until it returns, a freed slot wakes the loop again; it stops doing so only when the
+        pass ends with nothing left that a slot would let it do."""
+        self._starved = True
         if self._catch_up:
             self._catch_up = False
             self.planner.forget()
@@ -141,12 +153,12 @@ class Claimer:
                 self._start(lease, "reclaimed")
         capacity = self.workers.free()
         if not capacity:
-            return FULL_WAIT  # a finishing run wakes the loop
+            return FULL_WAIT  # a freed slot wakes the loop
         if not self._schedules:
-            return self._sleep_seconds()
+            return self._satisfied()
         candidates = self.planner.plan(self._schedules, self.clock.now(), capacity)
         if not candidates:
-            return self._sleep_seconds()
+            return self._satisfied()
         sent = time.time()
         claimed = self.store.claim(self.agent_id, candidates, capacity, self._claiming)
         if claimed is None:
@@ -169,10 +181,15 @@ class Claimer:
             return 0.0 if self.workers.free() else FULL_WAIT
         if "deferred" in blocked:
             return RETRY_WAIT
-        return self._sleep_seconds()
+        return self._sleep_seconds() if blocked else self._satisfied()
 
     def _claiming(self) -> bool:
         return not self.stopping.is_set()
+
+    def _satisfied(self) -> float:
+        """Nothing waits for a slot: sleep until the next occurrence, whatever ends meanwhile."""
+        self._starved = self._reclaim
+        return self._sleep_seconds()
 
     def _sleep_seconds(self) -> float:
         delay = self.refresh_seconds
