@@ -108,7 +108,7 @@ class Agent:
             complete=lambda done: store.complete(agent_id, done),
             log=self.log,
             health=self.health,
-            on_change=self._wake.set,
+            on_change=lambda: self.claimer.slot_freed(),
             on_retry=lambda when: self.claimer.retry_at(when),
             backoff_base=self.settings.retry_backoff_seconds,
         )

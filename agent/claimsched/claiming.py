@@ -1,13 +1,14 @@
 """The claim loop: reads schedules, reclaims runs that want an owner, claims due occurrences.
 
-It wakes when told to (a NOTIFY, a freed slot, a retry falling due, a recovered database) or
-when the next occurrence is due, asks the planner what to claim, lets the database decide, and
-hands each lease it won to the workers.
+It wakes when told to (a NOTIFY, a freed slot it waits for, a retry falling due, a recovered
+database) or when the next occurrence is due, asks the planner what to claim, lets the database
+decide, and hands each lease it won to the workers.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import random
 import threading
 import time
@@ -32,7 +33,7 @@ NOT_DUE_WAIT = 0.01  # seconds before asking again when the database said "not d
 # Seconds before proposing again an occurrence that another replica's claim, in flight, was
 # inserting: by then it has committed (taken) or rolled back (ours to win), in all likelihood.
 CONTENDED_WAIT = 0.1
-FULL_WAIT = 5.0  # seconds to sleep with every slot busy; a finishing run wakes the loop earlier
+FULL_WAIT = 5.0  # seconds to sleep with every slot busy; a freed slot wakes the loop earlier
 
 
 @dataclass
@@ -69,6 +70,8 @@ class Claimer:
     _reclaim: bool = field(init=False, default=True)  # look for runs that want an owner
     _catch_up: bool = field(init=False, default=False)  # look back over the catch-up windows
     _next_retry: float | None = field(init=False, default=None)  # monotonic
+    # The last pass left work for want of a slot (or is still running): a freed slot wakes it.
+    _starved: bool = field(init=False, default=True)
     _refreshed_at: float = field(init=False, default=0.0)  # monotonic
 
     @property
@@ -98,6 +101,12 @@ class Claimer:
         self._reclaim = True
         self.wake.set()
 
+    def slot_freed(self) -> None:
+        """A run ended or was lost: wake the loop if it is waiting for a slot. Otherwise a
+        freed slot changes nothing it would do (each wake-up is a planner pass)."""
+        if self._starved:
+            self.wake.set()
+
     def want_reclaim(self) -> None:
         """Runs may want an owner (orphans, requests, retries): look on the next pass, now."""
         self._reclaim = True
@@ -125,7 +134,11 @@ class Claimer:
                 delay = self.health.failed(exc)
 
     def claim_pass(self) -> float:
-        """One wake-up: re-read schedules if needed, reclaim, claim. Returns seconds to sleep."""
+        """One wake-up: re-read schedules if needed, reclaim, claim. Returns seconds to sleep.
+
+        Until it returns, a freed slot wakes the loop again; it stops doing so only when the
+        pass ends with nothing left that a slot would let it do."""
+        self._starved = True
         if self._catch_up:
             self._catch_up = False
             self.planner.forget()
@@ -143,12 +156,12 @@ class Claimer:
                 self._start(lease, "reclaimed")
         capacity = self.workers.free()
         if not capacity:
-            return FULL_WAIT  # a finishing run wakes the loop
+            return FULL_WAIT  # a freed slot wakes the loop
         if not self._schedules:
-            return self._sleep_seconds()
+            return self._satisfied()
         candidates = self.planner.plan(self._schedules, self.clock.now(), capacity)
         if not candidates:
-            return self._sleep_seconds()
+            return self._satisfied()
         sent = time.time()
         claimed = self.store.claim(self.agent_id, candidates, capacity, self._claiming)
         if claimed is None:
@@ -173,10 +186,15 @@ class Claimer:
             return CONTENDED_WAIT
         if "deferred" in blocked:
             return RETRY_WAIT
-        return self._sleep_seconds()
+        return self._sleep_seconds() if blocked else self._satisfied()
 
     def _claiming(self) -> bool:
         return not self.stopping.is_set()
+
+    def _satisfied(self) -> float:
+        """Nothing waits for a slot: sleep until the next occurrence, whatever ends meanwhile."""
+        self._starved = self._reclaim
+        return self._sleep_seconds()
 
     def _sleep_seconds(self) -> float:
         delay = self.refresh_seconds
@@ -193,17 +211,18 @@ class Claimer:
         late = (lease.started_at - lease.fire_time).total_seconds()
         if how == "claimed" and late > 2 * max(self.jitter_seconds, 1.0):
             metrics.CATCH_UP.labels(lease.job_name).inc()
-        self.log.debug(
-            "%s %s",
-            how,
-            lease.job_name,
-            extra={
-                "job": lease.job_name,
-                "fire_time": lease.fire_time.isoformat(),
-                "attempt": lease.attempt,
-                "action": how,
-            },
-        )
+        if self.log.isEnabledFor(logging.DEBUG):
+            self.log.debug(
+                "%s %s",
+                how,
+                lease.job_name,
+                extra={
+                    "job": lease.job_name,
+                    "fire_time": lease.fire_time.isoformat(),
+                    "attempt": lease.attempt,
+                    "action": how,
+                },
+            )
         self.workers.start(lease, self.handlers[lease.job_name])
 
     # -- schedules ---------------------------------------------------------------------------

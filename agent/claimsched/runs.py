@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -40,10 +41,15 @@ class Run:
         self._lease = lease
         self.agent_id = agent_id
         self.lost: threading.Event = effects.lost  # set: stop; effects are refused from then on
-        self.log = AgentLog(
+
+    @functools.cached_property
+    def log(self) -> AgentLog:
+        """A logger whose lines name this run (made when first used: most runs log nothing)."""
+        lease = self._lease
+        return AgentLog(
             logging.getLogger("claimsched.run"),
             {
-                "agent": agent_id,
+                "agent": self.agent_id,
                 "job": lease.job_name,
                 "fire_time": lease.fire_time.isoformat(),
                 "attempt": lease.attempt,

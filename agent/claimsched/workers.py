@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import queue
 import threading
 import time
@@ -134,7 +135,8 @@ class Workers:
         metrics.FIRE_TO_START.labels(lease.job_name).observe(
             max(0.0, lease.started_at.timestamp() - lease.fire_time.timestamp())
         )
-        run.log.debug("run started", extra={"action": "start"})
+        if self._log.isEnabledFor(logging.DEBUG):
+            run.log.debug("run started", extra={"action": "start"})
         status, error = "done", None
         began = time.monotonic()
         try:

@@ -312,3 +312,28 @@ def test_configuration_mistakes_are_clear_errors(dsn: str, monkeypatch: pytest.M
         agent.job("semi;colon")
     with pytest.raises(ConfigurationError, match="no jobs"):
         agent.start()
+
+
+def test_a_run_that_ends_does_not_wake_the_claim_loop_when_no_work_waits_for_a_slot(
+    dsn: str, store: Store, agents: list[Agent]
+) -> None:
+    agent = make(agents, dsn)
+    release = threading.Event()
+    agent.job("report", schedule="@yearly")(lambda run: release.wait(10))
+    woken = threading.Event()  # set by a claim pass that follows the release
+    claim_pass = agent.claimer.claim_pass
+
+    def observed() -> float:
+        if release.is_set():
+            woken.set()
+        return claim_pass()
+
+    agent.claimer.claim_pass = observed  # type: ignore[method-assign]
+    agent.start()
+    store.request_runs("report", [store.db_now()], "manual")
+    wait_for(lambda: statuses(dsn, "report") == ["running"], what="the manual run")
+    release.set()
+    wait_for(lambda: statuses(dsn, "report") == ["done"], what="its completion")
+    # Each wake-up is a planner pass over every due job: with slots free and nothing due, an
+    # ending run gives the loop nothing to do (it would have woken it within milliseconds).
+    assert not woken.wait(1.0)

@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from operator import attrgetter
 from typing import Any, TypeVar
 
 import psycopg
@@ -30,6 +29,7 @@ from ..records import (
 )
 from ..specs import JobSpec, ScheduleRecord
 from . import migrations
+from .arrays import LEASE_KEYS, arrays, claim_params
 from .connection import checked_schema, configure, connect, make_pool, redact_dsn, translated
 from .identity import IdentityWatch, read_identity
 from .listener import Listener, Poller
@@ -51,36 +51,25 @@ def _record(kind: type[R], row: dict[str, Any]) -> R:
     return kind(**{name: row[name] for name in names if name in row})
 
 
-def _lease(row: dict[str, Any]) -> Lease:
-    lease = _record(Lease, row)
-    # numeric columns arrive as Decimal: a lease's seconds are floats to the agent
-    return dataclasses.replace(lease, lease_seconds=float(lease.lease_seconds),
-                               heartbeat_seconds=float(lease.heartbeat_seconds))
+def _leases(cur: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], Lease]:
+    """Makes a Lease from a row of `cur`'s result (tuple rows, columns found by name once: a
+    dict per row and a dataclass round trip per lease were a cost of their own)."""
+    at = {column.name: i for i, column in enumerate(cur.description or ())}
+    fields = [(f.name, at[f.name]) for f in dataclasses.fields(Lease) if f.name in at]
+
+    def lease(row: Sequence[Any]) -> Lease:
+        found = {name: row[i] for name, i in fields}
+        # integer (or numeric) columns: a lease's seconds are floats to the agent
+        found["lease_seconds"] = float(found["lease_seconds"])
+        found["heartbeat_seconds"] = float(found["heartbeat_seconds"])
+        return Lease(**found)
+
+    return lease
 
 
 def spec_json(spec: JobSpec) -> Jsonb:
     """A schedule's row as the jsonb the functions that write one take (sql/functions.sql)."""
     return Jsonb(spec.row(), dumps=lambda row: json.dumps(row, default=datetime.isoformat))
-
-
-def arrays(records: Sequence[Any], **paths: str) -> dict[str, list[Any]]:
-    """Records as the parallel arrays our statements unnest: {parameter: [each record's value
-    at `path`]}, a path being an attribute name, dotted for a nested one ("lease.id")."""
-    return {name: list(map(attrgetter(path), records)) for name, path in paths.items()}
-
-
-LEASE_KEYS = {"ids": "id", "fire_times": "fire_time", "attempts": "attempt",
-              "lease_tokens": "lease_token"}
-
-
-def claim_params(agent_id: str, candidates: Sequence[Candidate], capacity: int) -> dict[str, Any]:
-    """The parameters of the `claim` query: the candidates as parallel arrays."""
-    return {
-        "agent_id": agent_id,
-        "capacity": capacity,
-        **arrays(candidates, jobs="job_name", fire_times="fire_time", wants="want",
-                 reasons="reason", latest="latest", since="since"),
-    }
 
 
 class Store:
@@ -300,21 +289,20 @@ class Store:
         None when `proceed()` said no once a connection was at hand (the agent began to stop
         while it waited for the database): nothing was claimed."""
         params = claim_params(agent_id, candidates, capacity)
-        with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        with self.connection() as conn, conn.cursor() as cur:
             if not proceed():
                 return None
             rows = cur.execute(query("claim"), params).fetchall()
+            lease = _leases(cur)
+            at = {column.name: i for i, column in enumerate(cur.description or ())}
+        job, fire, outcome = at["job_name"], at["fire_time"], at["outcome"]
         results = [
-            ClaimResult(
-                job_name=row["job_name"],
-                fire_time=row["fire_time"],
-                outcome=row["outcome"],
-                lease=_lease(row) if row["outcome"] == "claimed" else None,
-            )
+            ClaimResult(row[job], row[fire], row[outcome],
+                        lease(row) if row[outcome] == "claimed" else None)
             for row in rows
-            if row["job_name"] is not None
+            if row[job] is not None
         ]
-        return rows[0]["db_now"], results
+        return rows[0][at["db_now"]], results
 
     def reclaim(
         self,
@@ -326,10 +314,11 @@ class Store:
         """Take over pending requests, orphans and due retries of these jobs (attempt + 1);
         nothing when `proceed()` says no once a connection is at hand."""
         params = {"agent_id": agent_id, "jobs": list(jobs), "capacity": capacity}
-        with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        with self.connection() as conn, conn.cursor() as cur:
             if not proceed():
                 return []
-            return [_lease(row) for row in cur.execute(query("reclaim"), params)]
+            rows = cur.execute(query("reclaim"), params).fetchall()
+            return list(map(_leases(cur), rows))
 
     def heartbeat(self, agent_id: str, leases: Sequence[Lease]) -> set[int]:
         """Renew leases; returns the ids still owned (the others are lost)."""
