@@ -65,7 +65,7 @@ def test_an_agent_reads_only_the_changed_schedules_and_drops_a_deleted_one(dsn: 
         sql(dsn, "UPDATE job_schedule SET schedule = '@every 1h' WHERE job_name = 'job001'")
         sql(dsn, "DELETE FROM job_schedule WHERE job_name = 'job002'")
         wait_for(lambda: "job002" not in agent.claimer._schedules
-                 and agent.claimer._schedules["job001"][0].schedule == "@every 1h",
+                 and agent.claimer._schedules["job001"].shape.schedule.expression == "@every 1h",
                  "the agent to read the changes", timeout=10)
         after = agent.claimer._schedules
         assert [n for n in JOBS[3:] if after[n] is not before[n]] == []  # kept, not re-read
@@ -90,11 +90,11 @@ def test_a_re_read_finds_a_change_that_committed_after_a_later_one(store: Store,
             sql(dsn, "UPDATE job_schedule SET schedule = '@every 3h' WHERE job_name = 'late'")
             agent.claimer.schedules_changed(None)  # any may have changed: as on reconnecting
             agent.claimer._refresh_schedules()
-            assert agent.claimer._schedules["late"][0].schedule == "@every 3h"
-            assert agent.claimer._schedules["early"][0].schedule == "0 3 * * *"
+            assert agent.claimer._schedules["late"].shape.schedule.expression == "@every 3h"
+            assert agent.claimer._schedules["early"].shape.schedule.expression == "0 3 * * *"
         agent.claimer.schedules_changed(None)
         agent.claimer._refresh_schedules()
-        assert agent.claimer._schedules["early"][0].schedule == "@every 2h"
+        assert agent.claimer._schedules["early"].shape.schedule.expression == "@every 2h"
     finally:
         agent.store.close()
 
