@@ -10,6 +10,7 @@ import pytest
 
 from claimsched import Agent, Run
 from claimsched.db import NOTIFY_SCHEDULES, Listener, Store
+from claimsched.db.store import SCHEDULE_BATCH
 from tests.helpers.polling import wait_for
 
 from .support import sql
@@ -101,3 +102,38 @@ def test_a_re_read_finds_a_change_that_committed_after_a_later_one(store: Store,
 
 def _nothing(run: Run) -> None:
     pass
+
+
+def test_every_schedule_is_read_batch_by_batch_in_name_order(store: Store, dsn: str) -> None:
+    """The full read comes from a server-side cursor, SCHEDULE_BATCH rows at a time (an agent
+    with 100,000 schedules never holds them all): every row still comes, once."""
+    names = [f"many{i:05d}" for i in range(2 * SCHEDULE_BATCH + 7)]
+    _insert(dsn, names)
+    read = store.each_schedule()
+    first = next(read)
+    # The rest waits in the server's cursor, not in this process: the reader's last statement
+    # fetched one batch.
+    last = sql(dsn, "SELECT query FROM pg_stat_activity WHERE state = 'idle in transaction' "
+                    "AND query LIKE 'FETCH%%'")
+    assert [first.job_name] + [r.job_name for r in read] == names
+    assert [q for (q,) in last] == [f'FETCH FORWARD {SCHEDULE_BATCH} FROM '
+                                    '"claimsched_load_schedules"']
+
+
+def test_a_re_read_drops_a_schedule_deleted_without_a_notification(dsn: str) -> None:
+    _insert(dsn, ["kept", "gone"])
+    agent = Agent(dsn, agent_id="dropper")
+    agent.job("kept")(_nothing)
+    agent.job("gone")(_nothing)
+    agent.store.open()
+    try:
+        agent.claimer._refresh_schedules()
+        kept = agent.claimer._schedules["kept"]
+        assert set(agent.claimer._schedules) == {"kept", "gone"}
+        sql(dsn, "DELETE FROM job_schedule WHERE job_name = 'gone'")
+        agent.claimer.schedules_changed(None)  # no listener here: as after reconnecting
+        agent.claimer._refresh_schedules()
+        assert set(agent.claimer._schedules) == {"kept"}
+        assert agent.claimer._schedules["kept"] is kept  # unchanged: not read again
+    finally:
+        agent.store.close()

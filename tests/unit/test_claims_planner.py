@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from datetime import UTC, datetime, timedelta
 
 from claimsched.claims import MISSED_LATEST, MISSED_NONE, SUPERSEDED, Entry, Planner
@@ -201,3 +202,26 @@ def test_past_the_quota_a_pass_still_sends_every_quiet_new_job_to_the_heap() -> 
     assert planner.truncated and len({c.job_name for c in first}) == 8
     planner.plan(schedules, NOW, capacity=4)
     assert planner.looked_at == 50  # the due ones only: the daily jobs wait in the heap
+
+
+def test_jobs_with_equal_schedules_share_one_shape_and_an_entry_stays_small() -> None:
+    records = [record(job_name=f"j{i:05d}", schedule=f"{i % 60} 3 * * *") for i in range(10_000)]
+    instants: dict[int, int] = {}
+    tracemalloc.start()
+    try:
+        entries = [Entry.of(r, instants) for r in records]
+        size = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len({id(e.shape) for e in entries}) == 60
+    assert len({id(e.shape.schedule) for e in entries}) == 60
+    assert size / len(entries) < 100  # bytes per job (a row and its schedule were ~1.5 KB)
+
+
+def test_a_job_removed_and_added_again_with_another_schedule_starts_afresh() -> None:
+    planner = Planner()
+    daily = record(schedule="0 3 * * *")
+    assert planner.plan({"job": Entry.of(daily)}, NOW) == []  # quiet until 03:00 tomorrow
+    assert planner.plan({}, NOW) == []
+    again = record(schedule="@every 10s", active_since=NOW - timedelta(seconds=5))
+    assert [c.fire_time for c in planner.plan({"job": Entry.of(again)}, NOW)] == [NOW]
