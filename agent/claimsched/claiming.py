@@ -246,7 +246,7 @@ class Claimer:
             self._owned_by(name, None if source == "code" else describe_owner(source, owner))
         # A new mapping (the planner sees which entries are new); the first is the one read.
         schedules = dict(held) if held else entries
-        for name in sorted(names - entries.keys()):
+        for name in sorted([n for n in names if n not in entries]):  # no set of all names
             schedules.pop(name, None)
             if name not in self._warned:
                 self._warned.add(name)

@@ -148,7 +148,7 @@ class Planner:
         for name in [n for n in changed if not schedules[n].same_start(seen.get(n))]:
             self.cursors.pop(name, None)
             self._quiet_until.pop(name, None)
-        for name in seen.keys() - schedules.keys():
+        for name in [n for n in seen if n not in schedules]:  # gone (not a set of all names)
             self.cursors.pop(name, None)
             self._quiet_until.pop(name, None)
         self._visit.update(changed)

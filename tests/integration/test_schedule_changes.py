@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -78,13 +79,7 @@ def test_a_re_read_finds_a_change_that_committed_after_a_later_one(store: Store,
                                                                    dsn: str) -> None:
     """updated_at is when a writer's transaction began, not when it committed: a change whose
     writer began first and committed last is still read (no high-water mark of updated_at)."""
-    _insert(dsn, ["early", "late"])
-    agent = Agent(dsn, agent_id="rereader")
-    agent.job("early")(_nothing)
-    agent.job("late")(_nothing)
-    agent.store.open()
-    try:
-        agent.claimer._refresh_schedules()
+    with _reading(dsn, "rereader", ["early", "late"]) as agent:
         with psycopg.connect(dsn) as slow:
             slow.execute("SET search_path = claimsched, public")
             slow.execute("UPDATE job_schedule SET schedule = '@every 2h' WHERE job_name = 'early'")
@@ -96,6 +91,20 @@ def test_a_re_read_finds_a_change_that_committed_after_a_later_one(store: Store,
         agent.claimer.schedules_changed(None)
         agent.claimer._refresh_schedules()
         assert agent.claimer._schedules["early"].shape.schedule.expression == "@every 2h"
+
+
+@contextmanager
+def _reading(dsn: str, agent_id: str, names: list[str]) -> Iterator[Agent]:
+    """An agent with handlers for `names` (their rows written) that has read them once, and
+    reads again only when a test calls it to (no threads, no listener)."""
+    _insert(dsn, names)
+    agent = Agent(dsn, agent_id=agent_id)
+    for name in names:
+        agent.job(name)(_nothing)
+    agent.store.open()
+    try:
+        agent.claimer._refresh_schedules()
+        yield agent
     finally:
         agent.store.close()
 
@@ -121,13 +130,7 @@ def test_every_schedule_is_read_batch_by_batch_in_name_order(store: Store, dsn: 
 
 
 def test_a_re_read_drops_a_schedule_deleted_without_a_notification(dsn: str) -> None:
-    _insert(dsn, ["kept", "gone"])
-    agent = Agent(dsn, agent_id="dropper")
-    agent.job("kept")(_nothing)
-    agent.job("gone")(_nothing)
-    agent.store.open()
-    try:
-        agent.claimer._refresh_schedules()
+    with _reading(dsn, "dropper", ["kept", "gone"]) as agent:
         kept = agent.claimer._schedules["kept"]
         assert set(agent.claimer._schedules) == {"kept", "gone"}
         sql(dsn, "DELETE FROM job_schedule WHERE job_name = 'gone'")
@@ -135,5 +138,3 @@ def test_a_re_read_drops_a_schedule_deleted_without_a_notification(dsn: str) -> 
         agent.claimer._refresh_schedules()
         assert set(agent.claimer._schedules) == {"kept"}
         assert agent.claimer._schedules["kept"] is kept  # unchanged: not read again
-    finally:
-        agent.store.close()
