@@ -118,23 +118,20 @@ class Planner:
     cursors: dict[str, datetime] = field(default_factory=dict)
     truncated: bool = False
     looked_at: int = 0  # jobs the last pass looked at
-    _quiet_until: dict[str, datetime] = field(default_factory=dict)
-    # The jobs to look at on the next pass; the others wait (quiet until a time: a name in
-    # `_waiting` is stale unless `_quiet_until` still says that time) or are disabled.
+    # The jobs to look at on the next pass; the others wait in `_waiting` under the instant
+    # of their next occurrence, or are disabled. A job that changed is looked at at once and
+    # waits again under its new instant: the old one only wakes it once more, for nothing.
     _visit: set[str] = field(default_factory=set)
-    _heap: list[datetime] = field(default_factory=list)  # the keys of `_waiting`
     _waiting: dict[datetime, list[str]] = field(default_factory=dict)
-    _queued: int = 0  # names in `_waiting`
+    _heap: list[datetime] = field(default_factory=list)  # the keys of `_waiting`
     _seen: Mapping[str, Entry] = field(default_factory=dict)
     _times: dict[datetime, datetime] = field(default_factory=dict)  # equal instants, shared
 
     def forget(self) -> None:
         """Start over (after an outage): every job looks back over its catch-up window."""
         self.cursors.clear()
-        self._quiet_until.clear()
         self._heap.clear()
         self._waiting.clear()
-        self._queued = 0
         self._visit.update(self._seen)
 
     def _sync(self, schedules: Mapping[str, Entry]) -> None:
@@ -147,28 +144,16 @@ class Planner:
         changed = [name for name, entry in schedules.items() if seen.get(name) is not entry]
         for name in [n for n in changed if not schedules[n].same_start(seen.get(n))]:
             self.cursors.pop(name, None)
-            self._quiet_until.pop(name, None)
         for name in [n for n in seen if n not in schedules]:  # gone (not a set of all names)
             self.cursors.pop(name, None)
-            self._quiet_until.pop(name, None)
         self._visit.update(changed)
         self._seen = schedules
 
     def _wake(self, now: datetime) -> None:
-        """Move the jobs whose quiet time has come from `_waiting` to the jobs to visit."""
-        heap, quiet = self._heap, self._quiet_until
+        """Move the jobs whose next occurrence has come from `_waiting` to the jobs to visit."""
+        heap = self._heap
         while heap and heap[0] <= now:
-            when = heapq.heappop(heap)
-            names = self._waiting.pop(when)
-            self._queued -= len(names)
-            self._visit.update(name for name in names if quiet.get(name) == when)
-        if self._queued > 2 * len(quiet) + 1024:  # stale names of changed jobs
-            self._waiting = {}
-            for name, when in quiet.items():
-                if when > now:
-                    self._waiting.setdefault(when, []).append(name)
-            self._heap = sorted(self._waiting)
-            self._queued = sum(map(len, self._waiting.values()))
+            self._visit.update(self._waiting.pop(heapq.heappop(heap)))
 
     def _shared(self, when: datetime) -> datetime:
         """`when`, or an equal instant already held (daily jobs share their minutes)."""
@@ -176,15 +161,13 @@ class Planner:
             self._times.clear()
         return self._times.setdefault(when, when)
 
-    def _quiet_until_at(self, name: str, when: datetime) -> None:
-        when = self._shared(when)
-        self._quiet_until[name] = when
+    def _wait_until(self, name: str, when: datetime) -> None:
         waiting = self._waiting.get(when)
         if waiting is None:
+            when = self._shared(when)
             self._waiting[when] = waiting = []
             heapq.heappush(self._heap, when)
         waiting.append(name)
-        self._queued += 1
 
     def plan(
         self,
@@ -198,7 +181,7 @@ class Planner:
         (random ones, so replicas spread), and planning stops there: a pass costs O(slots), not
         O(due jobs), in Python as in the database. `truncated` then says that some job not
         proposed may be due. Past the quota, a job seen for the first time (or changed) is
-        still classified, due or quiet, so that a quiet one goes to the heap at once.
+        still classified, due or quiet, so that a quiet one waits at once.
         """
         self._sync(schedules)
         self._wake(now)
@@ -213,16 +196,13 @@ class Planner:
             if entry is None:
                 self._visit.discard(name)
                 continue
-            if self._quiet(name, now):
-                self._visit.discard(name)  # `_waiting` wakes it
-                continue
             full = capacity is not None and wanting >= 2 * capacity
-            if full and (name in self._quiet_until or name in self.cursors):
+            if full and name in self.cursors:
                 self.truncated = True  # known to be due: the next pass proposes it
                 continue
             job = self._plan_job(name, entry, now)
             if not job:
-                self._visit.discard(name)  # quiet (in the heap) or disabled
+                self._visit.discard(name)  # waiting for its next occurrence, or disabled
             elif full:
                 self.truncated = True  # new and due: classified, proposed by a later pass
             else:
@@ -231,12 +211,6 @@ class Planner:
         if len(names) > 4096 and len(self._visit) < len(names) // 4:
             self._visit = set(self._visit)  # a set keeps its largest table: the first pass's
         return planned
-
-    def _quiet(self, name: str, now: datetime) -> bool:
-        """Known to have nothing due before a later instant (a change that could move it
-        forgot it: _sync)."""
-        quiet = self._quiet_until.get(name)
-        return quiet is not None and quiet > now
 
     def _plan_job(self, name: str, entry: Entry, now: datetime) -> list[Candidate]:
         shape = entry.shape
@@ -252,7 +226,7 @@ class Planner:
             # Nothing in (lower, now]: nothing is due before the next occurrence after `lower`.
             nxt = shape.schedule.next_after(lower)
             if nxt is not None:
-                self._quiet_until_at(name, nxt)
+                self._wait_until(name, nxt)
             return []
         latest = due[-1]
         if len(due) > MAX_PER_PASS:
@@ -302,20 +276,15 @@ class Planner:
     ) -> datetime | None:
         """The earliest instant at which some job has a new occurrence."""
         self._sync(schedules)
-        heap, quiet = self._heap, self._quiet_until
-        while heap and not any(quiet.get(name) == heap[0] for name in self._waiting[heap[0]]):
-            self._queued -= len(self._waiting.pop(heapq.heappop(heap)))  # every name stale
-        upcoming = [heap[0]] if heap else []
+        upcoming = self._heap[:1]
         for name in self._visit:
             entry = schedules.get(name)
             if entry is None:
                 continue
             if not entry.shape.enabled:
                 continue
-            nxt = self._quiet_until.get(name)
-            if nxt is None:
-                after = max(self.cursors.get(name, now), entry.active_from)
-                nxt = entry.shape.schedule.next_after(after)
+            after = max(self.cursors.get(name, now), entry.active_from)
+            nxt = entry.shape.schedule.next_after(after)
             if nxt is not None:
                 upcoming.append(nxt)
         return min(upcoming, default=None)
