@@ -5,13 +5,14 @@ someone, recorded as skipped, or inactive). A job without a cursor (agent start,
 after an outage, schedule changed) looks back over its catch-up window: catch-up is the same
 mechanism as a normal wake-up. The database has the last word on every candidate.
 
-A pass looks only at the jobs that may be due: a job with nothing due waits in a heap keyed by
-its next occurrence, a disabled one nowhere, until its schedule entry changes. With 100,000
-schedules a pass costs what is due, not what exists.
+A pass looks only at the jobs that may be due: a job with nothing due waits under the instant
+of its next occurrence (a heap of instants), a disabled one nowhere, until its schedule entry
+changes. With 100,000 schedules a pass costs what is due, not what exists.
 
 What the planner plans from is an `Entry` per job: its `Shape` (the schedule and the settings
-that decide what is due), which equal jobs share, and two instants as integers. An entry is
-~100 bytes; a stored row with its parsed schedule was ~1.5 KB (issue 15: 100,000 per replica).
+that decide what is due), which equal jobs share, and two instants as integers (shared too by
+rows written together). An entry is 56 bytes; a stored row with its parsed schedule was ~1.5 KB
+(issue 15: 100,000 of them per replica).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ SUPERSEDED = "superseded by a newer occurrence (concurrencyPolicy Replace)"
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
-_TIMES_KEPT = 4096  # distinct quiet times and cursors shared at most (then it starts over)
+_TIMES_KEPT = 4096  # distinct instants shared at most (then it starts over)
 
 
 def micros(t: datetime) -> int:
@@ -45,6 +46,7 @@ def micros(t: datetime) -> int:
 
 
 def instant(us: int) -> datetime:
+    """The aware UTC instant of `micros`."""
     return _EPOCH + timedelta(microseconds=us)
 
 

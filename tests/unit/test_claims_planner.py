@@ -225,3 +225,18 @@ def test_a_job_removed_and_added_again_with_another_schedule_starts_afresh() -> 
     assert planner.plan({}, NOW) == []
     again = record(schedule="@every 10s", active_since=NOW - timedelta(seconds=5))
     assert [c.fire_time for c in planner.plan({"job": Entry.of(again)}, NOW)] == [NOW]
+
+
+def test_a_job_moved_later_waits_for_its_new_time_and_its_old_one_proposes_nothing() -> None:
+    planner = Planner()
+    at = {"job": Entry.of(record(schedule="1 12 * * *"))}
+    assert planner.plan(at, NOW) == []
+    moved = {"job": Entry.of(record(schedule="5 12 * * *"))}
+    assert planner.plan(moved, NOW) == [] and planner.looked_at == 1
+    assert planner.next_due(moved, NOW) == NOW.replace(minute=1)  # the old instant, once
+    assert planner.plan(moved, NOW.replace(minute=1)) == [] and planner.looked_at == 1
+    assert planner.next_due(moved, NOW.replace(minute=1)) == NOW.replace(minute=5)
+    assert planner.plan(moved, NOW.replace(minute=4, second=59)) == []
+    assert planner.looked_at == 0
+    due = planner.plan(moved, NOW.replace(minute=5))
+    assert [(c.fire_time, c.want) for c in due] == [(NOW.replace(minute=5), "running")]
