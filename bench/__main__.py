@@ -18,12 +18,13 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--replicas", "-R", type=int,
                      help="agent processes (a: 4, b: 10, c: 4, e: 10)")
     run.add_argument("--jobs", "-J", type=int,
-                     help="jobs (a: 50, b: 1000, c: 2000, d: 10000, e: 100000)")
+                     help="jobs (a: 50, b: 10000, c: 2000, d: 10000, e: 100000)")
     run.add_argument("--period", type=int, help="@every period, seconds (a: 5, b: 30, c: 1)")
     run.add_argument("--window", type=float,
                      help="measured window, seconds (a: 120, c: 30, e: 120)")
     run.add_argument("--idle-window", type=float, help="a: idle window, seconds (90)")
     run.add_argument("--warmup", type=float, help="seconds before the window (a: 10, c: 5, e: 20)")
+    run.add_argument("--handler-ms", type=float, help="b: each handler sleeps this long (10)")
     run.add_argument("--max-concurrency", type=int, help="agents' worker slots (agent default)")
     run.add_argument("--pgbench-seconds", type=float, help="c: seconds per pgbench run (10)")
     run.add_argument("--refreshes", type=int, help="d: warm refreshes to time (5)")

@@ -30,6 +30,9 @@ from .workers import Handler, Workers
 
 RETRY_WAIT = 0.5  # seconds before retrying an occurrence that was deferred (Forbid, busy)
 NOT_DUE_WAIT = 0.01  # seconds before asking again when the database said "not due yet"
+# Seconds before proposing again an occurrence that another replica's claim, in flight, was
+# inserting: by then it has committed (taken) or rolled back (ours to win), in all likelihood.
+CONTENDED_WAIT = 0.1
 FULL_WAIT = 5.0  # seconds to sleep with every slot busy; a finishing run wakes the loop earlier
 
 
@@ -167,6 +170,8 @@ class Claimer:
         if "no_capacity" in blocked or (self.planner.truncated and progressed):
             # Races lost to other replicas left slots free: try the remaining ones at once.
             return 0.0 if self.workers.free() else FULL_WAIT
+        if "contended" in blocked:
+            return CONTENDED_WAIT
         if "deferred" in blocked:
             return RETRY_WAIT
         return self._sleep_seconds()

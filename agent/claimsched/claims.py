@@ -18,7 +18,9 @@ rows written together). An entry is 56 bytes; a stored row with its parsed sched
 from __future__ import annotations
 
 import heapq
+import itertools
 import random
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -29,6 +31,8 @@ from .schedules import Schedule
 from .specs import ScheduleRecord
 
 MAX_PER_PASS = 100
+MAX_SPREAD = 16  # at most this many times the usual proposals when other replicas took most
+SPREAD_UP_TO = 512  # ... and no more than this many in all (a statement's rows cost too)
 SETTLED = frozenset({"claimed", "skipped", "taken", "inactive"})
 
 MISSED_LATEST = "missed; catchUpPolicy Latest runs only the newest missed occurrence"
@@ -120,10 +124,17 @@ class Planner:
     cursors: dict[str, datetime] = field(default_factory=dict)
     truncated: bool = False
     looked_at: int = 0  # jobs the last pass looked at
-    # The jobs to look at on the next pass; the others wait in `_waiting` under the instant
-    # of their next occurrence, or are disabled. A job that changed is looked at at once and
-    # waits again under its new instant: the old one only wakes it once more, for nothing.
-    _visit: set[str] = field(default_factory=set)
+    # How many proposals it takes to find one free: 1 / the share of the last pass's that
+    # other replicas had not taken (a herd late in its instant is mostly taken already).
+    spread: float = 1.0
+    # The jobs to look at: new or changed entries (`_fresh`, all of them on the next pass) and
+    # those that may be due (`_queue`, in the order passes take them, as far as the quota goes;
+    # `_queued` says which of its entries still count). The others wait in `_waiting` under the
+    # instant of their next occurrence, or are disabled. A job that changed is looked at at
+    # once and waits again under its new instant: the old one only wakes it once more.
+    _fresh: set[str] = field(default_factory=set)
+    _queue: deque[str] = field(default_factory=deque)
+    _queued: set[str] = field(default_factory=set)
     _waiting: dict[datetime, list[str]] = field(default_factory=dict)
     _heap: list[datetime] = field(default_factory=list)  # the keys of `_waiting`
     _seen: Mapping[str, Entry] = field(default_factory=dict)
@@ -134,7 +145,9 @@ class Planner:
         self.cursors.clear()
         self._heap.clear()
         self._waiting.clear()
-        self._visit.update(self._seen)
+        self._queue.clear()
+        self._queued.clear()
+        self._fresh.update(self._seen)
 
     def _sync(self, schedules: Mapping[str, Entry]) -> None:
         """Another mapping than the last one: look at the jobs whose entry is new (a caller
@@ -148,14 +161,25 @@ class Planner:
             self.cursors.pop(name, None)
         for name in [n for n in seen if n not in schedules]:  # gone (not a set of all names)
             self.cursors.pop(name, None)
-        self._visit.update(changed)
+        self._fresh.update(changed)
         self._seen = schedules
 
+    def _enqueue(self, names: list[str], front: bool = False) -> None:
+        """Queue these jobs in random order (replicas then take different ones first)."""
+        names = [name for name in names if name not in self._queued]
+        self.rng.shuffle(names)
+        self._queued.update(names)
+        if front:
+            self._queue.extendleft(names)
+        else:
+            self._queue.extend(names)
+
     def _wake(self, now: datetime) -> None:
-        """Move the jobs whose next occurrence has come from `_waiting` to the jobs to visit."""
-        heap = self._heap
+        """Queue the jobs whose next occurrence has come."""
+        heap, woken = self._heap, []
         while heap and heap[0] <= now:
-            self._visit.update(self._waiting.pop(heapq.heappop(heap)))
+            woken.extend(self._waiting.pop(heapq.heappop(heap)))
+        self._enqueue(woken)
 
     def _shared(self, when: datetime) -> datetime:
         """`when`, or an equal instant already held (daily jobs share their minutes)."""
@@ -180,39 +204,65 @@ class Planner:
         """Candidates for due jobs, in random order, each job's occurrences ascending.
 
         With `capacity`, jobs wanting a run are proposed for about twice the free slots only
-        (random ones, so replicas spread), and planning stops there: a pass costs O(slots), not
-        O(due jobs), in Python as in the database. `truncated` then says that some job not
-        proposed may be due. Past the quota, a job seen for the first time (or changed) is
-        still classified, due or quiet, so that a quiet one waits at once.
+        (times `spread`: more when other replicas took most of the last ones), and planning
+        stops there: a pass costs O(slots), not O(due jobs), in Python as in the
+        database. `truncated` then says that some job not proposed may be due. The jobs a pass
+        proposed are looked at first by the next one (to see them settled, or propose them
+        again); then the queue, whose order is random per replica, so replicas spread. Past the
+        quota, a job seen for the first time (or changed) is still classified, due or quiet,
+        so that a quiet one waits at once.
         """
         self._sync(schedules)
         self._wake(now)
-        names = list(self._visit)
-        self.rng.shuffle(names)
-        self.looked_at = len(names)
+        quota = None if capacity is None else round(
+            max(2 * capacity, min(2 * capacity * self.spread, SPREAD_UP_TO)))
         planned: list[Candidate] = []
+        proposed: list[str] = []
+        looked: set[str] = set()
         wanting = 0
-        self.truncated = False
-        for name in names:
-            entry = schedules.get(name)
-            if entry is None:
-                self._visit.discard(name)
-                continue
-            full = capacity is not None and wanting >= 2 * capacity
-            if full and name in self.cursors:
-                self.truncated = True  # known to be due: the next pass proposes it
-                continue
-            job = self._plan_job(name, entry, now)
+        queue, queued = self._queue, self._queued
+        while queue and (quota is None or wanting < quota):
+            name = queue.popleft()
+            if name not in queued:
+                continue  # a stale entry
+            queued.discard(name)
+            looked.add(name)
+            job = self._look(name, schedules, now)
+            if job:
+                wanting += any(c.want == "running" for c in job)
+                planned.extend(job)
+                proposed.append(name)
+        self.truncated = bool(queued)
+        fresh = list(self._fresh)
+        self._fresh = set()  # not clear(): a set keeps its largest table (the first pass's)
+        self.rng.shuffle(fresh)
+        later: list[str] = []
+        for name in fresh:
+            if name in queued or name in looked:
+                continue  # its turn in the queue comes, or came
+            looked.add(name)
+            job = self._look(name, schedules, now)
             if not job:
-                self._visit.discard(name)  # waiting for its next occurrence, or disabled
-            elif full:
-                self.truncated = True  # new and due: classified, proposed by a later pass
+                continue
+            if quota is not None and wanting >= quota:
+                self.truncated = True  # due: a later pass proposes it
+                later.append(name)
             else:
                 wanting += any(c.want == "running" for c in job)
                 planned.extend(job)
-        if len(names) > 4096 and len(self._visit) < len(names) // 4:
-            self._visit = set(self._visit)  # a set keeps its largest table: the first pass's
+                proposed.append(name)
+        self.looked_at = len(looked)
+        self._enqueue(later)
+        self._enqueue(proposed, front=True)
         return planned
+
+    def _look(
+        self, name: str, schedules: Mapping[str, Entry], now: datetime
+    ) -> list[Candidate]:
+        """A job's candidates now; none when it is gone, disabled or quiet (then its next
+        occurrence, or a change of its entry, brings it back)."""
+        entry = schedules.get(name)
+        return [] if entry is None else self._plan_job(name, entry, now)
 
     def _plan_job(self, name: str, entry: Entry, now: datetime) -> list[Candidate]:
         shape = entry.shape
@@ -264,7 +314,11 @@ class Planner:
     def learn(self, results: Iterable[ClaimResult]) -> set[str]:
         """Advance cursors over settled occurrences; returns the outcomes that blocked a job."""
         blocked: dict[str, str] = {}
-        for result in sorted(results, key=lambda r: (r.job_name, r.fire_time)):
+        results = sorted(results, key=lambda r: (r.job_name, r.fire_time))
+        free = sum(r.outcome != "taken" for r in results)
+        self.spread = min(len(results) / free, MAX_SPREAD) if free else (
+            MAX_SPREAD if results else 1.0)
+        for result in results:
             if result.job_name in blocked:
                 continue
             if result.outcome in SETTLED:
@@ -279,11 +333,9 @@ class Planner:
         """The earliest instant at which some job has a new occurrence."""
         self._sync(schedules)
         upcoming = self._heap[:1]
-        for name in self._visit:
+        for name in itertools.chain(self._fresh, self._queued):
             entry = schedules.get(name)
-            if entry is None:
-                continue
-            if not entry.shape.enabled:
+            if entry is None or not entry.shape.enabled:
                 continue
             after = max(self.cursors.get(name, now), entry.active_from)
             nxt = entry.shape.schedule.next_after(after)

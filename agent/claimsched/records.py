@@ -9,7 +9,8 @@ from uuid import UUID
 
 Want = Literal["running", "skipped"]
 Outcome = Literal[
-    "claimed", "skipped", "taken", "no_capacity", "deferred", "not_due", "inactive", "stale"
+    "claimed", "skipped", "taken", "no_capacity", "deferred", "not_due", "inactive", "stale",
+    "contended",
 ]
 
 

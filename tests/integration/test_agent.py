@@ -11,15 +11,18 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 
 from claimsched import Agent, ConfigurationError, InvalidSchedule, InvalidSpec, Run
 from claimsched.db import Store
+from claimsched.db.queries import query
+from claimsched.db.store import claim_params
 from claimsched.specs import job_spec
 from claimsched.tools.postgres import free_port
 from tests.helpers.polling import wait_for
 
-from .support import runs, sql
+from .support import due, past, runs, sql
 
 FAST = {"housekeeping_seconds": 0.3, "retry_backoff_seconds": 0.1, "shutdown_grace_seconds": 2}
 
@@ -197,6 +200,35 @@ def test_a_run_past_max_runtime_is_failed_and_told_it_lost_its_lease(
     assert told.wait(10)
     (row,) = runs(dsn, "hang")
     assert row["status"] == "failed" and "max_runtime of 1 s exceeded" in row["error"]
+
+
+def test_an_occurrence_another_claim_was_inserting_is_claimed_once_that_claim_rolls_back(
+    dsn: str, agents: list[Agent]
+) -> None:
+    fields: dict[str, Any] = {"catch_up_policy": "All", "catch_up_window_seconds": 0,
+                              "concurrency_policy": "Allow"}
+    store = Store(dsn)
+    store.open()
+    try:
+        store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s", source="code",
+                                       **fields))
+        sql(dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
+        held = past(1)
+        with psycopg.connect(dsn) as racing:  # its claim of `held` stays uncommitted
+            racing.execute("SET search_path = claimsched, public")
+            racing.execute(query("claim"), claim_params("racing", due(store, "job", held), 4))
+            agent = make(agents, dsn)
+            agent.job("job", schedule="@every 1s", **fields)(lambda run: None)
+            agent.start()
+            wait_for(lambda: [r for r in runs(dsn, "job") if r["fire_time"] > held],
+                     what="a later occurrence claimed while the held one is in flight", timeout=5)
+            assert held not in {r["fire_time"] for r in runs(dsn, "job")}
+            racing.rollback()
+        claimed = wait_for(lambda: [r for r in runs(dsn, "job") if r["fire_time"] == held],
+                           what="the held occurrence claimed by the agent", timeout=5)
+    finally:
+        store.close()
+    assert [r["claimed_by"] for r in claimed] == ["a"]
 
 
 def test_trigger_and_backfill_requests_run_exactly_once_across_agents(

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import timedelta
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
 
+import psycopg
 import pytest
 
 from claimsched.cli import main
-from claimsched.db import Store
+from claimsched.db import SessionOptions, Store
+from claimsched.db.queries import query
+from claimsched.db.store import claim_params
 from claimsched.specs import job_spec
 
 from .support import PRESENCE, due, past, runs, sql
@@ -44,6 +49,56 @@ def test_racing_replicas_produce_one_row_per_occurrence(store: Store) -> None:
     rows = runs(store.dsn, "job")
     assert len(rows) == len(occurrences) == len(won) == len(set(won))
     assert {r["fire_time"] for r in rows} == set(occurrences)
+
+
+@pytest.fixture
+def hurried(store: Store) -> Iterator[Store]:
+    """A store whose statements give up after 3 s: one that waits on a lock fails the test."""
+    s = Store(store.dsn, options=SessionOptions(statement_timeout=3, lock_timeout=3))
+    s.open()
+    yield s
+    s.close()
+
+
+@contextmanager
+def in_flight(store: Store, job: str, fire_time: datetime) -> Iterator[psycopg.Connection]:
+    """Another replica's claim of `job` at `fire_time`, left uncommitted."""
+    with psycopg.connect(store.dsn) as racing:
+        racing.execute("SET search_path = claimsched, public")
+        racing.execute(query("claim"), claim_params("racing", due(store, job, fire_time), 4))
+        yield racing
+
+
+@pytest.mark.parametrize("policy", ["Allow", "Forbid", "Replace"])
+def test_a_claim_passes_over_an_occurrence_that_a_claim_in_flight_is_inserting(
+    store: Store, hurried: Store, policy: str
+) -> None:
+    _schedule(store, "a", concurrency_policy=policy)
+    _schedule(store, "b", concurrency_policy=policy)
+    first = past(1)
+    with in_flight(store, "a", first) as racing:
+        _, results = hurried.claim("hurried", due(store, "a", first) + due(store, "b", first), 4)
+        assert [r.outcome for r in results] == ["contended", "claimed"]
+        racing.rollback()
+    _, results = hurried.claim("hurried", due(store, "a", first), 4)
+    assert [r.outcome for r in results] == ["claimed"]
+    assert {(r["job_name"], r["claimed_by"]) for r in runs(store.dsn)} == {
+        ("a", "hurried"), ("b", "hurried")}
+
+
+def test_a_forbid_job_that_a_claim_in_flight_holds_is_contended_at_any_occurrence(
+    store: Store, hurried: Store
+) -> None:
+    _schedule(store)  # Forbid
+    first, second = past(2), past(1)
+    with in_flight(store, "job", first) as racing:
+        _, results = hurried.claim("hurried", due(store, "job", second), 4)
+        assert [r.outcome for r in results] == ["contended"]
+        racing.commit()
+    _, results = hurried.claim("hurried", due(store, "job", second), 4)
+    assert [r.outcome for r in results] == ["skipped"]  # busy: the racing run is running
+    assert [(r["claimed_by"], r["status"]) for r in runs(store.dsn, "job")] == [
+        ("racing", "running"), ("hurried", "skipped")]
 
 
 def test_claims_are_limited_to_free_slots(store: Store) -> None:

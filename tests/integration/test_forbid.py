@@ -74,7 +74,8 @@ def test_two_claims_of_different_occurrences_racing_on_two_connections_let_one_w
     store: Store,
 ) -> None:
     """Under READ COMMITTED the second claim's snapshot does not show the first's row: a busy
-    check alone lets both win. The database must make the second one wait and see it."""
+    check alone lets both win. The database refuses the second one while the first is in
+    flight (contended: its replica proposes it again, and then sees the first's run)."""
     _schedule(store)
     first, second = past(3), past(2)
     params = claim_params("a", due(store, "job", first), 4)
@@ -82,8 +83,9 @@ def test_two_claims_of_different_occurrences_racing_on_two_connections_let_one_w
         store.dsn, query("claim"), params, lambda: _claim(store, "b", second)
     )
     assert [row[2] for row in rows] == ["claimed"]
-    assert contender.outcome == "skipped"
+    assert contender.outcome == "contended"
     assert _in_progress(store.dsn) == [(first, "running")]
+    assert _claim(store, "b", second).outcome == "skipped"
 
 
 def _race(dsn: str, job: str, occurrences: list[datetime]) -> list[ClaimResult]:
@@ -204,16 +206,19 @@ def test_backfilled_manual_and_retried_runs_of_a_forbid_job_run_one_at_a_time(
     assert [r["status"] for r in runs(store.dsn)].count("done") == 4
 
 
-def test_a_request_being_taken_makes_a_racing_claim_wait_and_see_it(store: Store) -> None:
+def test_a_request_being_taken_makes_a_racing_claim_contended_then_it_sees_it(
+    store: Store,
+) -> None:
     _schedule(store)
-    requested = past(30)
+    requested, due_now = past(30), past(2)
     store.request_runs("job", [requested], "backfill")
     params = {"agent_id": "a", "jobs": ["job"], "capacity": 4}
     rows, contender = _while_held(
-        store.dsn, query("reclaim"), params, lambda: _claim(store, "b", past(2))
+        store.dsn, query("reclaim"), params, lambda: _claim(store, "b", due_now)
     )
     assert len(rows) == 1
-    assert contender.outcome == "skipped"
+    assert contender.outcome == "contended"
+    assert _claim(store, "b", due_now).outcome == "skipped"
     assert _in_progress(store.dsn) == [(requested, "running")]
 
 

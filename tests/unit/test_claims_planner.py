@@ -5,6 +5,8 @@ from __future__ import annotations
 import tracemalloc
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from claimsched.claims import MISSED_LATEST, MISSED_NONE, SUPERSEDED, Entry, Planner
 from claimsched.records import ClaimResult
 from claimsched.specs import ScheduleRecord
@@ -88,17 +90,18 @@ def test_nothing_before_the_schedule_became_active_is_proposed() -> None:
     ]
 
 
-def test_settled_outcomes_advance_the_cursor_and_blocked_ones_do_not() -> None:
+@pytest.mark.parametrize("blocked", ["no_capacity", "contended"])
+def test_settled_outcomes_advance_the_cursor_and_blocked_ones_do_not(blocked: str) -> None:
     planner = Planner()
     rec = record(catch_up_policy="All", concurrency_policy="Allow")
     plan(planner, rec)
     times = [NOW - timedelta(seconds=s) for s in (20, 10, 0)]
-    outcomes = ["taken", "no_capacity", "claimed"]
+    outcomes = ["taken", blocked, "claimed"]
     pending = planner.learn(
         ClaimResult("job", t, o, None)
         for t, o in zip(times, outcomes, strict=True)  # type: ignore[arg-type]
     )
-    assert pending == {"no_capacity"} and planner.cursors["job"] == times[0]
+    assert pending == {blocked} and planner.cursors["job"] == times[0]
     assert plan(planner, rec) == [("59:50", "running"), ("00:00", "running")]
     assert planner.next_due({"job": Entry.of(rec)}, NOW) == times[1]
 
@@ -201,7 +204,49 @@ def test_past_the_quota_a_pass_still_sends_every_quiet_new_job_to_the_heap() -> 
     first = planner.plan(schedules, NOW, capacity=4)
     assert planner.truncated and len({c.job_name for c in first}) == 8
     planner.plan(schedules, NOW, capacity=4)
-    assert planner.looked_at == 50  # the due ones only: the daily jobs wait in the heap
+    assert planner.looked_at == 8  # the first pass's proposals fill the quota again
+    assert planner.next_due(schedules, NOW + timedelta(hours=1)) is not None
+
+
+def test_a_herd_is_claimed_a_quota_per_pass_and_no_pass_looks_at_all_of_it() -> None:
+    """10,000 jobs due at one instant, 16 free slots: each pass looks at about what it proposes
+    (the last pass's proposals, then the next ones in line), never at every due job, and every
+    job is proposed until it settles."""
+    since = NOW - timedelta(seconds=5)
+    jobs = {f"b{i:05d}": record(job_name=f"b{i:05d}", schedule="@every 30s", active_since=since)
+            for i in range(10_000)}
+    schedules = {name: Entry.of(rec) for name, rec in jobs.items()}
+    planner = Planner()
+    planner.plan(schedules, NOW - timedelta(seconds=1), capacity=16)  # all quiet: to the heap
+    claimed: set[str] = set()
+    passes = 0
+    while len(claimed) < len(jobs):
+        passes += 1
+        candidates = planner.plan(schedules, NOW, capacity=16)
+        assert planner.looked_at <= 3 * 32
+        results = [ClaimResult(c.job_name, c.fire_time,
+                               "claimed" if i < 16 else "no_capacity", None)
+                   for i, c in enumerate(candidates)]
+        claimed.update(r.job_name for r in results if r.outcome == "claimed")
+        planner.learn(results)
+        assert passes < 1000
+    assert passes <= len(jobs) // 16 + 2
+    assert planner.plan(schedules, NOW, capacity=16) == [] and not planner.truncated
+
+
+def test_a_pass_proposes_more_when_other_replicas_took_most_of_the_last_ones() -> None:
+    since = NOW - timedelta(seconds=5)
+    jobs = {f"b{i:04d}": record(job_name=f"b{i:04d}", schedule="@every 30s", active_since=since)
+            for i in range(1000)}
+    schedules = {name: Entry.of(rec) for name, rec in jobs.items()}
+    planner = Planner()
+    first = planner.plan(schedules, NOW, capacity=4)
+    assert len(first) == 8
+    planner.learn([ClaimResult(c.job_name, c.fire_time, "claimed" if i == 0 else "taken", None)
+                   for i, c in enumerate(first)])
+    assert len(planner.plan(schedules, NOW, capacity=4)) == 64  # 8 x 8: one in 8 was free
+    planner.learn([])
+    assert len(planner.plan(schedules, NOW, capacity=4)) == 8
 
 
 def test_jobs_with_equal_schedules_share_one_shape_and_an_entry_stays_small() -> None:

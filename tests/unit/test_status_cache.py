@@ -113,3 +113,28 @@ def test_an_unchanged_job_keeps_its_observation_and_a_change_makes_a_new_one() -
     passed = observe(row(now + timedelta(hours=1)), hourly, counter, first)  # 02:00 fell
     assert passed is not first and passed.status.next_fire_time == "2024-03-31T03:00:00Z"
     assert passed.status.missed_runs.total == 4
+
+
+def test_jobs_with_equal_schedules_and_windows_share_one_computation(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refresh of many jobs of one schedule counts, looks back and looks ahead once, not once
+    per job (the first refresh of 10,000 jobs did it for each)."""
+    asked: list[str] = []
+    for method in ("count_between", "next_after", "latest_at_or_before", "upcoming"):
+        original = getattr(Schedule, method)
+
+        def recorded(self: Schedule, *args: Any, _original: Any = original,
+                     _method: str = method) -> Any:
+            asked.append(_method)
+            return _original(self, *args)
+
+        monkeypatch.setattr(Schedule, method, recorded)
+    counter, now = OccurrenceCounter(), START + timedelta(days=3, seconds=11)
+    for job in range(50):
+        schedule = Schedule("17 * * * *", "Europe/Berlin", f"job-{job}")
+        assert counter.count(f"job-{job}", "all", schedule, START, now) == 72
+        assert counter.latest(f"job-{job}", "all", schedule) == datetime(
+            2024, 4, 2, 21, 17, tzinfo=UTC)
+        assert len(counter.upcoming(f"job-{job}", schedule, now)) == NEXT_FIRE_TIMES
+    assert sorted(asked) == ["count_between", "latest_at_or_before", "next_after", "next_after",
+                             "upcoming"]

@@ -72,6 +72,26 @@ SELECT CASE WHEN NOT pg_has_role(session_user, current_user, 'MEMBER') THEN
 END
 $$;
 
+-- Of these Forbid jobs, the ones whose row this transaction could lock (FOR NO KEY UPDATE, in
+-- job order, SKIP LOCKED: a row another transaction in flight holds is left out, not waited
+-- for), each with whether a run of it is in progress (forbid_in_progress(), read after the
+-- lock, so a run that the previous holder of the lock started is seen).
+-- Called by: cs_claim (no grant: nobody else).
+CREATE OR REPLACE FUNCTION cs_forbid_locked(p_jobs text[])
+RETURNS TABLE (job_name text, busy boolean)
+LANGUAGE plpgsql VOLATILE SET search_path = {schema}, pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_locked text[] := ARRAY(SELECT s.job_name FROM job_schedule s
+                             WHERE s.job_name = ANY (p_jobs)
+                             ORDER BY s.job_name FOR NO KEY UPDATE OF s SKIP LOCKED);
+BEGIN
+RETURN QUERY
+SELECT l.name, l.name IN (SELECT b.job_name FROM forbid_in_progress(v_locked) AS b)
+FROM unnest(v_locked) AS l(name);
+END
+$$;
+
 -- Claim due occurrences in one statement. Candidates come in as parallel arrays, in this
 -- replica's preferred order; `want` is 'running' (run it) or 'skipped' (record why not, in
 -- `reason`); `latest` marks a job's newest due occurrence. The database decides: not yet due by
@@ -82,10 +102,22 @@ $$;
 -- Returns one row per candidate with its outcome,
 -- plus the database clock (mid-statement); Replace fences out the job's older running runs.
 -- A claimed run's lease_token is returned here, to its claimer, and nowhere else.
--- Forbid's busy test is forbid_in_progress(), which locks the job first and reads after the
+-- Forbid's busy test is cs_forbid_locked(), which locks the job first and reads after the
 -- lock: a run that a racing claim or reclaim started is seen (it is called only when some
--- Forbid candidate may run, so claims of Allow and Replace jobs never pay for it).
+-- Forbid candidate may run, so claims of Allow and Replace jobs never pay for it). A Forbid job
+-- whose row another transaction in flight has locked (a racing claim) is not waited for: its
+-- candidates that would run are 'contended', like a key another claim holds (below).
 -- Rows are inserted in one global order (job, fire time) so concurrent claims never deadlock.
+-- A row is inserted only under a try-lock of its key (a transaction-level advisory lock on the
+-- hashes of job name and fire time): a candidate whose key another claim in flight holds is
+-- not inserted but 'contended', and the agent proposes it again soon. Without the lock, the
+-- insert would wait for that claim's commit, which with a synchronous standby lasts until the
+-- standby has confirmed it, and every row this claim won would start that much later. The
+-- UNIQUE (job_name, fire_time) still decides every race; a collision of hashes only defers a
+-- candidate by one pass; a try-lock never waits, so no lock order can deadlock. At most half
+-- of max_locks_per_transaction rows are locked (runs first, in the replica's order), so that
+-- a long catch-up never fills the server's lock table; the rest are inserted without the
+-- lock, as before, and may wait.
 -- A job outside the caller's scope (cs_agent_scope()) is as unknown to it: 'inactive'.
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_claim(
@@ -99,6 +131,7 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalo
 #variable_conflict use_column
 DECLARE
     v_scope text[] := cs_agent_scope();
+    v_locks integer := current_setting('max_locks_per_transaction')::integer / 2;
 BEGIN
 RETURN QUERY
 WITH cand AS (
@@ -121,17 +154,19 @@ WITH cand AS (
     LEFT JOIN job_schedule s
         ON s.job_name = c.job_name AND (v_scope IS NULL OR c.job_name LIKE ANY (v_scope))
 ),
-busy AS (
-    SELECT DISTINCT b.job_name
-    FROM forbid_in_progress(ARRAY(SELECT DISTINCT cand.job_name FROM cand
-                                  WHERE cand.first_verdict = 'running'
-                                    AND cand.concurrency_policy = 'Forbid')) AS b
+forbid AS (
+    SELECT f.job_name, f.busy
+    FROM cs_forbid_locked(ARRAY(SELECT DISTINCT cand.job_name FROM cand
+                                WHERE cand.first_verdict = 'running'
+                                  AND cand.concurrency_policy = 'Forbid')) AS f
 ),
 decided AS (
     SELECT cand.*,
            CASE WHEN cand.first_verdict <> 'running' OR cand.concurrency_policy <> 'Forbid'
                     THEN cand.first_verdict
-                WHEN cand.job_name IN (SELECT busy.job_name FROM busy)
+                WHEN cand.job_name NOT IN (SELECT forbid.job_name FROM forbid)
+                    THEN 'contended'
+                WHEN cand.job_name IN (SELECT forbid.job_name FROM forbid WHERE forbid.busy)
                     THEN CASE WHEN cand.latest THEN 'busy' ELSE 'deferred' END
                 WHEN row_number() OVER (PARTITION BY cand.job_name, cand.first_verdict
                                         ORDER BY cand.fire_time) > 1
@@ -145,10 +180,20 @@ ranked AS (
                               ORDER BY decided.ord) AS slot
     FROM decided
 ),
-chosen AS (
-    SELECT * FROM ranked
+inserting AS (
+    SELECT ranked.*,
+           row_number() OVER (ORDER BY ranked.verdict = 'running' DESC, ranked.ord) AS nth
+    FROM ranked
     WHERE ranked.verdict IN ('skipped', 'busy')
        OR (ranked.verdict = 'running' AND ranked.slot <= p_capacity)
+),
+-- Materialized: each key's lock is tried once, the CASE tries none past the budget.
+chosen AS MATERIALIZED (
+    SELECT * FROM inserting i
+    WHERE CASE WHEN i.nth > v_locks THEN true
+               ELSE pg_try_advisory_xact_lock(
+                        hashtext(i.job_name),
+                        hashint8((extract(epoch FROM i.fire_time) * 1000000)::bigint)) END
 ),
 ins AS (
     INSERT INTO job_runs (job_name, fire_time, kind, status, claimed_by, lease_until,
@@ -190,6 +235,8 @@ SELECT c.job_name, c.fire_time,
        CASE WHEN i.id IS NOT NULL THEN
                 CASE WHEN i.status = 'running' THEN 'claimed' ELSE 'skipped' END
             WHEN c.verdict = 'running' AND c.slot > p_capacity THEN 'no_capacity'
+            WHEN c.verdict IN ('running', 'skipped', 'busy') AND ch.ord IS NULL
+                THEN 'contended'
             WHEN c.verdict IN ('running', 'skipped', 'busy') THEN 'taken'
             ELSE c.verdict END,
        i.id, i.attempt, i.lease_token, i.lease_until, i.started_at,
@@ -199,6 +246,7 @@ SELECT c.job_name, c.fire_time,
        now() + (clock_timestamp() - now()) / 2
 FROM (SELECT now()) AS clock
 LEFT JOIN ranked c ON true
+LEFT JOIN chosen ch ON ch.ord = c.ord
 LEFT JOIN ins i ON i.job_name = c.job_name AND i.fire_time = c.fire_time
 ORDER BY c.ord;
 END

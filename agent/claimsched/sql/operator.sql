@@ -29,21 +29,27 @@ SELECT i.system_identifier, current_database() FROM database_identity() i
 -- of the latest finished runs (done or failed, at most 100) in a row ended as the latest did:
 -- those newer than the latest run that ended the other way.
 -- Each job's figures come from its own index range (job_name, fire_time), not a join of every
--- job's runs: the counters read the job's runs since its window began (and its running or
--- orphaned ones before), the latest run, success and failure (job_runs_failed) one entry each,
--- the streak only its own runs.
-WITH jobs AS (
-    SELECT s.job_name, s.enabled, s.active_since, s.suspend_until,
-           greatest(s.active_since, s.suspend_until, now() - interval '24 hours') AS day_start,
-           greatest(s.active_since, s.suspend_until,
-                    now() - make_interval(days => %(retention_days)s)) AS history_start,
+-- job's runs: the counters read the job's runs since its window began (`window_start`; and its
+-- running or orphaned ones before), the streak only its own runs. The latest run, success and
+-- failure are the newest of that range when it has one (most jobs: no probe of every
+-- partition); only a job without one in its window looks further back, one index entry each
+-- (the failure in job_runs_failed), and the latest run is then read by its key.
+-- `jobs` is MATERIALIZED: each job's window bounds are computed once, not again for every run
+-- the counters read (inlined, every FILTER recomputed them from now()).
+WITH jobs AS MATERIALIZED (
+    SELECT s.job_name, s.enabled, s.active_since, s.suspend_until, d.day_ago,
+           greatest(s.active_since, s.suspend_until, d.day_ago) AS day_start,
+           greatest(s.active_since, s.suspend_until, d.retained) AS history_start,
+           least(greatest(s.active_since, s.suspend_until, d.retained), d.day_ago) AS window_start,
            CASE WHEN s.enabled
                 THEN now() - make_interval(secs => s.catch_up_window_seconds + s.lease_seconds)
                 ELSE least(s.updated_at,
                            now() - make_interval(secs => s.catch_up_window_seconds
                                                          + s.lease_seconds))
            END AS settled_end
-    FROM job_schedule s
+    FROM job_schedule s,
+         (SELECT now() - interval '24 hours' AS day_ago,
+                 now() - make_interval(days => %(retention_days)s) AS retained) d
     WHERE s.job_name = ANY (%(jobs)s::text[])
 )
 SELECT j.job_name, j.enabled, j.active_since, j.suspend_until, j.day_start, j.history_start,
@@ -56,14 +62,14 @@ SELECT j.job_name, j.enabled, j.active_since, j.suspend_until, j.day_start, j.hi
        coalesce(c.seen_day, 0) AS seen_day,
        coalesce(c.seen_history, 0) AS seen_history,
        c.latest_seen, c.latest_occurrence,
-       CASE WHEN failure.fire_time > coalesce(success.fire_time, '-infinity')
+       CASE WHEN latest.failure_time > coalesce(latest.success_time, '-infinity')
             THEN streak.runs ELSE 0 END AS consecutive_failures,
-       CASE WHEN success.fire_time > coalesce(failure.fire_time, '-infinity')
+       CASE WHEN latest.success_time > coalesce(latest.failure_time, '-infinity')
             THEN streak.runs ELSE 0 END AS consecutive_successes,
        last.fire_time AS last_fire_time, last.status AS last_status, last.attempt AS last_attempt,
        last.claimed_by AS last_claimed_by, last.started_at AS last_started_at,
        last.finished_at AS last_finished_at, last.error AS last_error,
-       success.fire_time AS last_successful_time,
+       latest.success_time AS last_successful_time,
        coalesce(live.agents, 0) AS live_agents,
        coalesce(live.tzdata, '{}') AS agent_tzdata,
        (SELECT durability FROM database_identity()) AS durability,
@@ -72,27 +78,30 @@ FROM jobs j
 LEFT JOIN LATERAL (
     SELECT count(*) FILTER (WHERE r.status = 'running') AS active_runs,
            count(*) FILTER (WHERE r.status = 'orphaned') AS orphaned_current,
-           sum(r.orphan_count)
-               FILTER (WHERE r.fire_time > now() - interval '24 hours') AS orphaned_day,
-           count(*) FILTER (WHERE r.status = 'failed'
-                              AND r.fire_time > now() - interval '24 hours') AS failed_day,
-           count(*) FILTER (WHERE r.status = 'failed' AND r.error LIKE '%%attempts exhausted'
-                              AND r.fire_time > now() - interval '24 hours') AS exhausted_day,
+           sum(r.orphan_count) FILTER (WHERE r.fire_time > j.day_ago) AS orphaned_day,
+           count(*) FILTER (WHERE r.status = 'failed' AND r.fire_time > j.day_ago) AS failed_day,
+           count(*) FILTER (WHERE r.status = 'failed' AND r.fire_time > j.day_ago
+                              AND r.error LIKE '%%attempts exhausted') AS exhausted_day,
            count(*) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.day_start
                               AND r.fire_time <= j.settled_end) AS seen_day,
            count(*) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.history_start
                               AND r.fire_time <= j.settled_end) AS seen_history,
            max(r.fire_time) FILTER (WHERE r.kind <> 'manual' AND r.fire_time > j.history_start
                                       AND r.fire_time <= j.settled_end) AS latest_seen,
-           max(r.fire_time) FILTER (WHERE r.kind <> 'manual') AS latest_occurrence
+           max(r.fire_time) FILTER (WHERE r.kind <> 'manual') AS latest_occurrence,
+           max(r.fire_time) FILTER (WHERE r.status <> 'pending'
+                                      AND r.fire_time > j.window_start) AS recent_last,
+           max(r.fire_time) FILTER (WHERE r.status = 'done'
+                                      AND r.fire_time > j.window_start) AS recent_success,
+           max(r.fire_time) FILTER (WHERE r.status = 'failed'
+                                      AND r.fire_time > j.window_start) AS recent_failure
     FROM (
         SELECT r.status, r.kind, r.fire_time, r.orphan_count, r.error FROM job_runs r
-        WHERE r.job_name = j.job_name
-          AND r.fire_time > least(j.history_start, now() - interval '24 hours')
+        WHERE r.job_name = j.job_name AND r.fire_time > j.window_start
         UNION ALL
         SELECT r.status, r.kind, r.fire_time, r.orphan_count, r.error FROM job_runs r
         WHERE r.job_name = j.job_name AND r.status IN ('running', 'orphaned')
-          AND r.fire_time <= least(j.history_start, now() - interval '24 hours')
+          AND r.fire_time <= j.window_start
     ) r
 ) c ON true
 LEFT JOIN (
@@ -105,32 +114,32 @@ LEFT JOIN (
     GROUP BY h.job_name
 ) live ON live.job_name = j.job_name
 LEFT JOIN LATERAL (
+    SELECT coalesce(c.recent_last, (
+               SELECT r.fire_time FROM job_runs r
+               WHERE r.job_name = j.job_name AND r.status <> 'pending'
+               ORDER BY r.fire_time DESC LIMIT 1)) AS last_time,
+           coalesce(c.recent_success, (
+               SELECT r.fire_time FROM job_runs r
+               WHERE r.job_name = j.job_name AND r.status = 'done'
+               ORDER BY r.fire_time DESC LIMIT 1)) AS success_time,
+           coalesce(c.recent_failure, (
+               SELECT r.fire_time FROM job_runs r
+               WHERE r.job_name = j.job_name AND r.status = 'failed'
+               ORDER BY r.fire_time DESC LIMIT 1)) AS failure_time
+) latest ON true
+LEFT JOIN LATERAL (
     SELECT r.fire_time, r.status, r.attempt, r.claimed_by, r.started_at, r.finished_at, r.error
     FROM job_runs r
-    WHERE r.job_name = j.job_name AND r.status <> 'pending'
-    ORDER BY r.fire_time DESC
-    LIMIT 1
+    WHERE r.job_name = j.job_name AND r.fire_time = latest.last_time
 ) last ON true
-LEFT JOIN LATERAL (
-    SELECT r.fire_time FROM job_runs r
-    WHERE r.job_name = j.job_name AND r.status = 'done'
-    ORDER BY r.fire_time DESC
-    LIMIT 1
-) success ON true
-LEFT JOIN LATERAL (
-    SELECT r.fire_time FROM job_runs r
-    WHERE r.job_name = j.job_name AND r.status = 'failed'
-    ORDER BY r.fire_time DESC
-    LIMIT 1
-) failure ON true
 LEFT JOIN LATERAL (
     SELECT count(*) AS runs
     FROM (
         SELECT FROM job_runs r
         WHERE r.job_name = j.job_name AND r.status IN ('done', 'failed')
-          AND r.fire_time > CASE WHEN success.fire_time IS NULL OR failure.fire_time IS NULL
+          AND r.fire_time > CASE WHEN latest.success_time IS NULL OR latest.failure_time IS NULL
                                  THEN '-infinity'
-                                 ELSE least(success.fire_time, failure.fire_time) END
+                                 ELSE least(latest.success_time, latest.failure_time) END
         LIMIT 100
     ) newer
 ) streak ON true
