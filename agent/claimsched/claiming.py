@@ -12,20 +12,21 @@ import logging
 import random
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from . import metrics
-from .claims import SETTLED, Planner
+from .claims import SETTLED, Entry, Planner, micros
 from .clock import DbClock
 from .db import Store
-from .errors import DatabaseError, InvalidSchedule
+from .errors import DatabaseError
 from .health import DatabaseHealth, retry_conflicts
 from .logs import AgentLog
 from .records import Lease, describe_owner, released
-from .schedules import Schedule
-from .specs import JobSpec, ScheduleRecord
+from .specs import JobSpec
 from .workers import Handler, Workers
 
 RETRY_WAIT = 0.5  # seconds before retrying an occurrence that was deferred (Forbid, busy)
@@ -60,7 +61,7 @@ class Claimer:
     refresh_seconds: float
     jitter_seconds: float
     # What the loop has learnt; set by the methods below only.
-    _schedules: dict[str, tuple[ScheduleRecord, Schedule]] = field(init=False, default_factory=dict)
+    _schedules: dict[str, Entry] = field(init=False, default_factory=dict)
     _warned: set[str] = field(init=False, default_factory=set)  # handlers without a schedule
     _overridden: dict[str, str] = field(init=False, default_factory=dict)  # job -> its owner
     _dirty: bool = field(init=False, default=True)  # any schedule may have changed
@@ -249,55 +250,73 @@ class Claimer:
         (start, reconnection, the periodic re-read), those whose last change is not the one
         held. Unchanged ones keep their entry: the planner looks only at the new ones."""
         with self._changed_lock:
-            names, self._changed = self._changed, set()
+            changed, self._changed = self._changed, set()
         held = self._schedules
+        names: AbstractSet[str] = changed & self.handlers.keys()
         if self._dirty or time.monotonic() - self._refreshed_at > self.refresh_seconds:
             self._dirty = False
             self._refreshed_at = time.monotonic()
-            if not held:
-                names = set(self.handlers)
-            else:
-                versions = self.store.schedule_versions()
-                names |= {name for name in self.handlers if versions.get(name) != (
-                    held[name][0].updated_at if name in held else None)}
-        names &= self.handlers.keys()
+            names = self._outdated(held) | names if held else self.handlers.keys()
         if not names:
             return
-        records = self._read(names)
+        entries, owners = self._read(names)
         orphaned = [spec for name, spec in self.declared.items() if name in names and (
-            name not in records or released(records[name].source, records[name].owner))]
+            name not in owners or released(*owners[name]))]
         for spec in orphaned:  # a ClaimSchedule let go of it: the declaration takes it back
             self.declare(spec)
         if orphaned:
-            records = self._read(names)
-        for name in self.declared.keys() & records.keys():
-            found = records[name]
-            self._owned_by(name, None if found.source == "code"
-                           else describe_owner(found.source, found.owner))
-        schedules = dict(held)  # a new mapping: the planner sees which entries are new
-        for name in sorted(names):
-            record = records.get(name)
+            entries, owners = self._read(names)
+        for name, (source, owner) in owners.items():
+            self._owned_by(name, None if source == "code" else describe_owner(source, owner))
+        # A new mapping (the planner sees which entries are new); the first is the one read.
+        schedules = dict(held) if held else entries
+        for name in sorted([n for n in names if n not in entries]):  # no set of all names
             schedules.pop(name, None)
-            if record is None:
-                if name not in self._warned:
-                    self._warned.add(name)
-                    self.log.warning(
-                        "job %s has a handler but no schedule yet; it will run once one exists",
-                        name,
-                        extra={"job": name, "action": "no_schedule"},
-                    )
-                continue
-            if name in held and held[name][0] == record:
-                schedules[name] = held[name]
-                continue
-            try:
-                schedules[name] = (record, record.parsed)
-            except InvalidSchedule as exc:
-                self.log.error("job %s: stored schedule is invalid: %s", name, exc)
+            if name not in self._warned:
+                self._warned.add(name)
+                self.log.warning(
+                    "job %s has a handler but no schedule yet; it will run once one exists",
+                    name,
+                    extra={"job": name, "action": "no_schedule"},
+                )
+        if held:
+            for name, entry in entries.items():
+                schedules[name] = held[name] if held.get(name) == entry else entry
         self._schedules = schedules
 
-    def _read(self, names: set[str]) -> dict[str, ScheduleRecord]:
-        """The rows of these schedules: all of them at once when that is most of them."""
+    def _outdated(self, held: Mapping[str, Entry]) -> set[str]:
+        """The handlers' jobs whose row is not the one held: new, changed (their updated_at,
+        read one row at a time) or gone."""
+        outdated: set[str] = set()
+        found = 0
+        for name, updated in self.store.each_schedule_version():
+            entry = held.get(name)
+            if entry is not None:
+                found += 1
+                if entry.updated != micros(updated):
+                    outdated.add(name)
+            elif name in self.handlers:
+                outdated.add(name)
+        if found < len(held):  # rows gone without a notification (rare): which ones
+            outdated |= held.keys() - {name for name, _ in self.store.each_schedule_version()}
+        return outdated
+
+    def _read(self, names: AbstractSet[str]
+              ) -> tuple[dict[str, Entry], dict[str, tuple[str, str | None]]]:
+        """The entries of these schedules (all of them are read at once when that is most of
+        them), and the source and owner of the declared ones among them. Each row becomes an
+        entry as it comes (an agent never holds 100,000 rows), keyed by the handler's own
+        name string (not a copy per map)."""
         everything = len(names) * 2 > len(self._schedules) and len(names) > 1000
-        found = self.store.load_schedules(None if everything else sorted(names))
-        return {r.job_name: r for r in found if r.job_name in names}
+        entries: dict[str, Entry] = {}
+        owners: dict[str, tuple[str, str | None]] = {}
+        instants: dict[int, int] = {}
+        handlers = self.names
+        for record in self.store.each_schedule(None if everything else sorted(names)):
+            name = record.job_name
+            if name in names:
+                name = handlers[bisect_left(handlers, name)]
+                entries[name] = Entry.of(record, instants)
+                if name in self.declared:
+                    owners[name] = (record.source, record.owner)
+        return entries, owners

@@ -5,9 +5,14 @@ someone, recorded as skipped, or inactive). A job without a cursor (agent start,
 after an outage, schedule changed) looks back over its catch-up window: catch-up is the same
 mechanism as a normal wake-up. The database has the last word on every candidate.
 
-A pass looks only at the jobs that may be due: a job with nothing due waits in a heap keyed by
-its next occurrence, a disabled one nowhere, until its schedule entry changes. With 100,000
-schedules a pass costs what is due, not what exists.
+A pass looks only at the jobs that may be due: a job with nothing due waits under the instant
+of its next occurrence (a heap of instants), a disabled one nowhere, until its schedule entry
+changes. With 100,000 schedules a pass costs what is due, not what exists.
+
+What the planner plans from is an `Entry` per job: its `Shape` (the schedule and the settings
+that decide what is due), which equal jobs share, and two instants as integers (shared too by
+rows written together). An entry is 56 bytes; a stored row with its parsed schedule was ~1.5 KB
+(issue 15: 100,000 of them per replica).
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ import random
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from weakref import WeakValueDictionary
 
 from .records import Candidate, ClaimResult
 from .schedules import Schedule
@@ -33,6 +39,81 @@ MISSED_LATEST = "missed; catchUpPolicy Latest runs only the newest missed occurr
 MISSED_NONE = "missed; catchUpPolicy None runs no missed occurrence"
 SUPERSEDED = "superseded by a newer occurrence (concurrencyPolicy Replace)"
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_TIMES_KEPT = 4096  # distinct instants shared at most (then it starts over)
+
+
+def micros(t: datetime) -> int:
+    """An aware instant as integer microseconds since the epoch (exact, as Postgres keeps it)."""
+    return (t - _EPOCH) // _MICROSECOND
+
+
+def instant(us: int) -> datetime:
+    """The aware UTC instant of `micros`."""
+    return _EPOCH + timedelta(microseconds=us)
+
+
+@dataclass(frozen=True, slots=True, weakref_slot=True)
+class Shape:
+    """What decides a job's due occurrences, but its name and instants: jobs with equal
+    shapes share one (and its parsed schedule)."""
+
+    schedule: Schedule
+    enabled: bool
+    catch_up_window_seconds: int
+    concurrency_policy: str
+    catch_up_policy: str
+    suspend_until: datetime | None
+
+
+_SHAPES: WeakValueDictionary[Shape, Shape] = WeakValueDictionary()
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One job as the planner holds it: its shared shape, `since` (its row's active_since) and
+    `updated` (its updated_at), in microseconds since the epoch."""
+
+    shape: Shape
+    since: int
+    updated: int
+
+    @classmethod
+    def of(cls, record: ScheduleRecord, instants: dict[int, int] | None = None) -> Entry:
+        """The entry of a stored row; `instants` shares equal instants among a read's rows
+        (rows written by one statement have the same ones)."""
+        shape = Shape(record.parsed, record.enabled, record.catch_up_window_seconds,
+                      record.concurrency_policy, record.catch_up_policy, record.suspend_until)
+        since, updated = micros(record.active_since), micros(record.updated_at)
+        if instants is not None:
+            if len(instants) >= _TIMES_KEPT:
+                instants.clear()
+            since = instants.setdefault(since, since)
+            updated = instants.setdefault(updated, updated)
+        return cls(_SHAPES.setdefault(shape, shape), since, updated)
+
+    @property
+    def active_since(self) -> datetime:
+        """The schedule version the entry's fire times come from (claims name it)."""
+        return instant(self.since)
+
+    @property
+    def active_from(self) -> datetime:
+        """Occurrences at or before this never run (ScheduleRecord.active_from)."""
+        until = self.shape.suspend_until
+        return self.active_since if until is None else max(self.active_since, until)
+
+    def same_start(self, other: Entry | None) -> bool:
+        """Nothing that makes a job start afresh changed: expression, zone, active_from."""
+        if other is self:
+            return True
+        if other is None:
+            return False
+        mine, theirs = self.shape.schedule, other.shape.schedule
+        return (mine.expression, mine.time_zone, self.active_from) == (
+            theirs.expression, theirs.time_zone, other.active_from)
+
 
 @dataclass
 class Planner:
@@ -46,34 +127,41 @@ class Planner:
     # How many proposals it takes to find one free: 1 / the share of the last pass's that
     # other replicas had not taken (a herd late in its instant is mostly taken already).
     spread: float = 1.0
-    _quiet_until: dict[str, datetime] = field(default_factory=dict)
-    _keys: dict[str, tuple[str, str, datetime]] = field(default_factory=dict)
     # The jobs to look at: new or changed entries (`_fresh`, all of them on the next pass) and
     # those that may be due (`_queue`, in the order passes take them, as far as the quota goes;
-    # `_queued` says which of its entries still count). The others wait in `_heap` (quiet until
-    # a time; an entry is stale unless `_quiet_until` still says that time) or are disabled.
+    # `_queued` says which of its entries still count). The others wait in `_waiting` under the
+    # instant of their next occurrence, or are disabled. A job that changed is looked at at
+    # once and waits again under its new instant: the old one only wakes it once more.
     _fresh: set[str] = field(default_factory=set)
     _queue: deque[str] = field(default_factory=deque)
     _queued: set[str] = field(default_factory=set)
-    _heap: list[tuple[datetime, str]] = field(default_factory=list)
-    _seen: Mapping[str, tuple[ScheduleRecord, Schedule]] = field(default_factory=dict)
+    _waiting: dict[datetime, list[str]] = field(default_factory=dict)
+    _heap: list[datetime] = field(default_factory=list)  # the keys of `_waiting`
+    _seen: Mapping[str, Entry] = field(default_factory=dict)
+    _times: dict[datetime, datetime] = field(default_factory=dict)  # equal instants, shared
 
     def forget(self) -> None:
         """Start over (after an outage): every job looks back over its catch-up window."""
         self.cursors.clear()
-        self._quiet_until.clear()
         self._heap.clear()
+        self._waiting.clear()
         self._queue.clear()
         self._queued.clear()
         self._fresh.update(self._seen)
 
-    def _sync(self, schedules: Mapping[str, tuple[ScheduleRecord, Schedule]]) -> None:
+    def _sync(self, schedules: Mapping[str, Entry]) -> None:
         """Another mapping than the last one: look at the jobs whose entry is new (a caller
-        replaces the mapping, and the entries of what changed, rather than editing them)."""
+        replaces the mapping, and the entries of what changed, rather than editing them); a
+        job whose expression, zone or active_from changed, or that is gone, starts afresh."""
         if schedules is self._seen:
             return
         seen = self._seen
-        self._fresh.update(name for name, entry in schedules.items() if seen.get(name) is not entry)
+        changed = [name for name, entry in schedules.items() if seen.get(name) is not entry]
+        for name in [n for n in changed if not schedules[n].same_start(seen.get(n))]:
+            self.cursors.pop(name, None)
+        for name in [n for n in seen if n not in schedules]:  # gone (not a set of all names)
+            self.cursors.pop(name, None)
+        self._fresh.update(changed)
         self._seen = schedules
 
     def _enqueue(self, names: list[str], front: bool = False) -> None:
@@ -87,25 +175,29 @@ class Planner:
             self._queue.extend(names)
 
     def _wake(self, now: datetime) -> None:
-        """Queue the jobs whose quiet time has come."""
+        """Queue the jobs whose next occurrence has come."""
         heap, woken = self._heap, []
-        while heap and heap[0][0] <= now:
-            when, name = heapq.heappop(heap)
-            if self._quiet_until.get(name) == when:
-                woken.append(name)
+        while heap and heap[0] <= now:
+            woken.extend(self._waiting.pop(heapq.heappop(heap)))
         self._enqueue(woken)
-        if len(heap) > 2 * len(self._quiet_until) + 1024:  # stale entries of changed jobs
-            self._heap = [(when, name) for when, name in heap
-                          if self._quiet_until.get(name) == when]
-            heapq.heapify(self._heap)
 
-    def _quiet_until_at(self, name: str, when: datetime) -> None:
-        self._quiet_until[name] = when
-        heapq.heappush(self._heap, (when, name))
+    def _shared(self, when: datetime) -> datetime:
+        """`when`, or an equal instant already held (daily jobs share their minutes)."""
+        if len(self._times) >= _TIMES_KEPT:
+            self._times.clear()
+        return self._times.setdefault(when, when)
+
+    def _wait_until(self, name: str, when: datetime) -> None:
+        waiting = self._waiting.get(when)
+        if waiting is None:
+            when = self._shared(when)
+            self._waiting[when] = waiting = []
+            heapq.heappush(self._heap, when)
+        waiting.append(name)
 
     def plan(
         self,
-        schedules: Mapping[str, tuple[ScheduleRecord, Schedule]],
+        schedules: Mapping[str, Entry],
         now: datetime,
         capacity: int | None = None,
     ) -> list[Candidate]:
@@ -118,7 +210,7 @@ class Planner:
         proposed are looked at first by the next one (to see them settled, or propose them
         again); then the queue, whose order is random per replica, so replicas spread. Past the
         quota, a job seen for the first time (or changed) is still classified, due or quiet,
-        so that a quiet one goes to the heap at once.
+        so that a quiet one waits at once.
         """
         self._sync(schedules)
         self._wake(now)
@@ -142,7 +234,7 @@ class Planner:
                 proposed.append(name)
         self.truncated = bool(queued)
         fresh = list(self._fresh)
-        self._fresh.clear()
+        self._fresh = set()  # not clear(): a set keeps its largest table (the first pass's)
         self.rng.shuffle(fresh)
         later: list[str] = []
         for name in fresh:
@@ -165,74 +257,57 @@ class Planner:
         return planned
 
     def _look(
-        self, name: str, schedules: Mapping[str, tuple[ScheduleRecord, Schedule]], now: datetime
+        self, name: str, schedules: Mapping[str, Entry], now: datetime
     ) -> list[Candidate]:
-        """A job's candidates now; none when it is gone, disabled or quiet (then its heap
-        entry, or a change of its entry, brings it back)."""
+        """A job's candidates now; none when it is gone, disabled or quiet (then its next
+        occurrence, or a change of its entry, brings it back)."""
         entry = schedules.get(name)
-        if entry is None:
-            return []
-        record, schedule = entry
-        if self._quiet(name, record, now):
-            return []
-        return self._plan_job(record, schedule, now)
+        return [] if entry is None else self._plan_job(name, entry, now)
 
-    def _quiet(self, name: str, record: ScheduleRecord, now: datetime) -> bool:
-        """Known to have nothing due before a later instant (and unchanged since)."""
-        quiet = self._quiet_until.get(name)
-        return quiet is not None and quiet > now and self._keys.get(name) == _key(record)
-
-    def _plan_job(
-        self, record: ScheduleRecord, schedule: Schedule, now: datetime
-    ) -> list[Candidate]:
-        key = _key(record)
-        if self._keys.get(record.job_name) != key:
-            self._keys[record.job_name] = key
-            self.cursors.pop(record.job_name, None)
-            self._quiet_until.pop(record.job_name, None)
-        if not record.enabled:
-            self.cursors[record.job_name] = now
+    def _plan_job(self, name: str, entry: Entry, now: datetime) -> list[Candidate]:
+        shape = entry.shape
+        if not shape.enabled:
+            self.cursors[name] = now
             return []
         # The window bounds how far back missed occurrences are caught up; an occurrence that is
         # only a little late (inside the misfire grace) is on time, even with a window of 0.
-        horizon = now - max(timedelta(seconds=record.catch_up_window_seconds), self.misfire_grace)
-        lower = max(self.cursors.get(record.job_name, horizon), horizon, record.active_from)
-        due = schedule.between(lower, now, limit=MAX_PER_PASS + 1)
+        horizon = now - max(timedelta(seconds=shape.catch_up_window_seconds), self.misfire_grace)
+        lower = max(self.cursors.get(name, horizon), horizon, entry.active_from)
+        due = shape.schedule.between(lower, now, limit=MAX_PER_PASS + 1)
         if not due:
             # Nothing in (lower, now]: nothing is due before the next occurrence after `lower`.
-            nxt = schedule.next_after(lower)
+            nxt = shape.schedule.next_after(lower)
             if nxt is not None:
-                self._quiet_until_at(record.job_name, nxt)
+                self._wait_until(name, nxt)
             return []
         latest = due[-1]
         if len(due) > MAX_PER_PASS:
             # A backlog longer than one pass: settle its oldest part first (the next pass goes
             # on at once), so that no occurrence inside the window is ever passed over silently.
-            due = [t for t in schedule.upcoming(lower, MAX_PER_PASS) if t <= now]
-        return self._candidates(record, due, latest, now)
+            due = [t for t in shape.schedule.upcoming(lower, MAX_PER_PASS) if t <= now]
+        return self._candidates(name, shape, entry.active_since, due, latest, now)
 
-    def _candidates(
-        self, record: ScheduleRecord, due: list[datetime], latest: datetime, now: datetime
-    ) -> list[Candidate]:
-        """`due` ascending (at most one pass's worth); `latest` is the newest due occurrence."""
-        since = record.active_since  # the schedule version these fire times come from
+    def _candidates(self, name: str, shape: Shape, since: datetime, due: list[datetime],
+                    latest: datetime, now: datetime) -> list[Candidate]:
+        """`due` ascending (at most one pass's worth); `latest` is the newest due occurrence;
+        `since` is the schedule version these fire times come from."""
 
         def run(t: datetime, latest: bool = True) -> Candidate:
-            return Candidate(record.job_name, t, since, latest=latest)
+            return Candidate(name, t, since, latest=latest)
 
         def skip(t: datetime, reason: str, latest: bool = False) -> Candidate:
-            return Candidate(record.job_name, t, since, "skipped", reason, latest)
+            return Candidate(name, t, since, "skipped", reason, latest)
 
         older = [t for t in due if t != latest]
         newest = [latest] if due[-1] == latest else []
-        if record.concurrency_policy == "Replace":
+        if shape.concurrency_policy == "Replace":
             return [skip(t, SUPERSEDED) for t in older] + [run(t) for t in newest]
-        if record.catch_up_policy == "All":
+        if shape.catch_up_policy == "All":
             # Forbid: the database lets only the oldest free one run and defers the others.
             return [run(t, latest=t == latest) for t in due]
-        reason = MISSED_LATEST if record.catch_up_policy == "Latest" else MISSED_NONE
+        reason = MISSED_LATEST if shape.catch_up_policy == "Latest" else MISSED_NONE
         skipped = [skip(t, reason) for t in older]
-        if record.catch_up_policy == "None" and now - latest > self.misfire_grace:
+        if shape.catch_up_policy == "None" and now - latest > self.misfire_grace:
             return skipped + [skip(t, reason, latest=True) for t in newest]
         return skipped + [run(t) for t in newest]
 
@@ -247,36 +322,24 @@ class Planner:
             if result.job_name in blocked:
                 continue
             if result.outcome in SETTLED:
-                self.cursors[result.job_name] = result.fire_time
+                self.cursors[result.job_name] = self._shared(result.fire_time)
             else:
                 blocked[result.job_name] = result.outcome
         return set(blocked.values())
 
     def next_due(
-        self, schedules: Mapping[str, tuple[ScheduleRecord, Schedule]], now: datetime
+        self, schedules: Mapping[str, Entry], now: datetime
     ) -> datetime | None:
         """The earliest instant at which some job has a new occurrence."""
         self._sync(schedules)
-        heap = self._heap
-        while heap and self._quiet_until.get(heap[0][1]) != heap[0][0]:
-            heapq.heappop(heap)
-        upcoming = [heap[0][0]] if heap else []
+        upcoming = self._heap[:1]
         for name in itertools.chain(self._fresh, self._queued):
             entry = schedules.get(name)
-            if entry is None:
+            if entry is None or not entry.shape.enabled:
                 continue
-            record, schedule = entry
-            if not record.enabled:
-                continue
-            nxt = self._quiet_until.get(name)
-            if nxt is None or self._keys.get(name) != _key(record):
-                after = max(self.cursors.get(name, now), record.active_from)
-                nxt = schedule.next_after(after)
+            after = max(self.cursors.get(name, now), entry.active_from)
+            nxt = entry.shape.schedule.next_after(after)
             if nxt is not None:
                 upcoming.append(nxt)
         return min(upcoming, default=None)
 
-
-def _key(record: ScheduleRecord) -> tuple[str, str, datetime]:
-    """What, when changed, makes a job start afresh."""
-    return (record.schedule, record.time_zone, record.active_from)

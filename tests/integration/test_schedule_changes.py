@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
 
 from claimsched import Agent, Run
 from claimsched.db import NOTIFY_SCHEDULES, Listener, Store
+from claimsched.db.store import SCHEDULE_BATCH
 from tests.helpers.polling import wait_for
 
 from .support import sql
@@ -65,7 +67,7 @@ def test_an_agent_reads_only_the_changed_schedules_and_drops_a_deleted_one(dsn: 
         sql(dsn, "UPDATE job_schedule SET schedule = '@every 1h' WHERE job_name = 'job001'")
         sql(dsn, "DELETE FROM job_schedule WHERE job_name = 'job002'")
         wait_for(lambda: "job002" not in agent.claimer._schedules
-                 and agent.claimer._schedules["job001"][0].schedule == "@every 1h",
+                 and agent.claimer._schedules["job001"].shape.schedule.expression == "@every 1h",
                  "the agent to read the changes", timeout=10)
         after = agent.claimer._schedules
         assert [n for n in JOBS[3:] if after[n] is not before[n]] == []  # kept, not re-read
@@ -77,27 +79,62 @@ def test_a_re_read_finds_a_change_that_committed_after_a_later_one(store: Store,
                                                                    dsn: str) -> None:
     """updated_at is when a writer's transaction began, not when it committed: a change whose
     writer began first and committed last is still read (no high-water mark of updated_at)."""
-    _insert(dsn, ["early", "late"])
-    agent = Agent(dsn, agent_id="rereader")
-    agent.job("early")(_nothing)
-    agent.job("late")(_nothing)
-    agent.store.open()
-    try:
-        agent.claimer._refresh_schedules()
+    with _reading(dsn, "rereader", ["early", "late"]) as agent:
         with psycopg.connect(dsn) as slow:
             slow.execute("SET search_path = claimsched, public")
             slow.execute("UPDATE job_schedule SET schedule = '@every 2h' WHERE job_name = 'early'")
             sql(dsn, "UPDATE job_schedule SET schedule = '@every 3h' WHERE job_name = 'late'")
             agent.claimer.schedules_changed(None)  # any may have changed: as on reconnecting
             agent.claimer._refresh_schedules()
-            assert agent.claimer._schedules["late"][0].schedule == "@every 3h"
-            assert agent.claimer._schedules["early"][0].schedule == "0 3 * * *"
+            assert agent.claimer._schedules["late"].shape.schedule.expression == "@every 3h"
+            assert agent.claimer._schedules["early"].shape.schedule.expression == "0 3 * * *"
         agent.claimer.schedules_changed(None)
         agent.claimer._refresh_schedules()
-        assert agent.claimer._schedules["early"][0].schedule == "@every 2h"
+        assert agent.claimer._schedules["early"].shape.schedule.expression == "@every 2h"
+
+
+@contextmanager
+def _reading(dsn: str, agent_id: str, names: list[str]) -> Iterator[Agent]:
+    """An agent with handlers for `names` (their rows written) that has read them once, and
+    reads again only when a test calls it to (no threads, no listener)."""
+    _insert(dsn, names)
+    agent = Agent(dsn, agent_id=agent_id)
+    for name in names:
+        agent.job(name)(_nothing)
+    agent.store.open()
+    try:
+        agent.claimer._refresh_schedules()
+        yield agent
     finally:
         agent.store.close()
 
 
 def _nothing(run: Run) -> None:
     pass
+
+
+def test_every_schedule_is_read_batch_by_batch_in_name_order(store: Store, dsn: str) -> None:
+    """The full read comes from a server-side cursor, SCHEDULE_BATCH rows at a time (an agent
+    with 100,000 schedules never holds them all): every row still comes, once."""
+    names = [f"many{i:05d}" for i in range(2 * SCHEDULE_BATCH + 7)]
+    _insert(dsn, names)
+    read = store.each_schedule()
+    first = next(read)
+    # The rest waits in the server's cursor, not in this process: the reader's last statement
+    # fetched one batch.
+    last = sql(dsn, "SELECT query FROM pg_stat_activity WHERE state = 'idle in transaction' "
+                    "AND query LIKE 'FETCH%%'")
+    assert [first.job_name] + [r.job_name for r in read] == names
+    assert [q for (q,) in last] == [f'FETCH FORWARD {SCHEDULE_BATCH} FROM '
+                                    '"claimsched_load_schedules"']
+
+
+def test_a_re_read_drops_a_schedule_deleted_without_a_notification(dsn: str) -> None:
+    with _reading(dsn, "dropper", ["kept", "gone"]) as agent:
+        kept = agent.claimer._schedules["kept"]
+        assert set(agent.claimer._schedules) == {"kept", "gone"}
+        sql(dsn, "DELETE FROM job_schedule WHERE job_name = 'gone'")
+        agent.claimer.schedules_changed(None)  # no listener here: as after reconnecting
+        agent.claimer._refresh_schedules()
+        assert set(agent.claimer._schedules) == {"kept"}
+        assert agent.claimer._schedules["kept"] is kept  # unchanged: not read again

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from claimsched.claims import MISSED_LATEST, MISSED_NONE, SUPERSEDED, Planner
+from claimsched.claims import MISSED_LATEST, MISSED_NONE, SUPERSEDED, Entry, Planner
 from claimsched.records import ClaimResult
 from claimsched.specs import ScheduleRecord
 
@@ -25,12 +26,12 @@ def record(**fields: object) -> ScheduleRecord:
 
 
 def plan(planner: Planner, rec: ScheduleRecord, now: datetime = NOW) -> list[tuple[str, str]]:
-    candidates = planner.plan({rec.job_name: (rec, rec.parsed)}, now)
+    candidates = planner.plan({rec.job_name: Entry.of(rec)}, now)
     return [(c.fire_time.strftime("%M:%S"), c.want) for c in candidates]
 
 
 def test_a_fresh_agent_with_policy_latest_runs_the_newest_and_records_the_rest_as_skipped() -> None:
-    candidates = Planner().plan({"job": (record(), record().parsed)}, NOW)
+    candidates = Planner().plan({"job": Entry.of(record())}, NOW)
     assert [(c.fire_time.second, c.want) for c in candidates][-2:] == [
         (50, "skipped"),
         (0, "running"),
@@ -49,7 +50,7 @@ def test_policy_all_proposes_every_missed_occurrence_inside_the_window() -> None
 
 def test_policy_all_with_forbid_proposes_the_whole_backlog_for_the_database_to_order() -> None:
     rec = record(catch_up_policy="All")
-    candidates = Planner().plan({"job": (rec, rec.parsed)}, NOW)
+    candidates = Planner().plan({"job": Entry.of(rec)}, NOW)
     assert [c.latest for c in candidates] == [False] * 5 + [True]
     assert {c.want for c in candidates} == {"running"}
 
@@ -57,11 +58,11 @@ def test_policy_all_with_forbid_proposes_the_whole_backlog_for_the_database_to_o
 def test_a_backlog_longer_than_one_pass_is_settled_oldest_first_without_gaps() -> None:
     rec = record(catch_up_policy="Latest", catch_up_window_seconds=3600)
     planner = Planner()
-    first = Planner.plan(planner, {"job": (rec, rec.parsed)}, NOW)
+    first = Planner.plan(planner, {"job": Entry.of(rec)}, NOW)
     assert len(first) == 100 and {c.want for c in first} == {"skipped"}
     assert first[0].fire_time == NOW - timedelta(seconds=3590)
     planner.learn([ClaimResult("job", c.fire_time, "skipped", None) for c in first])
-    second = planner.plan({"job": (rec, rec.parsed)}, NOW)
+    second = planner.plan({"job": Entry.of(rec)}, NOW)
     assert second[0].fire_time == first[-1].fire_time + timedelta(seconds=10)
 
 
@@ -70,13 +71,13 @@ def test_policy_none_skips_an_occurrence_older_than_the_misfire_grace() -> None:
     late = NOW + timedelta(seconds=9)
     assert plan(Planner(misfire_grace=timedelta(seconds=5)), rec, late)[-1] == ("00:00", "skipped")
     assert plan(Planner(misfire_grace=timedelta(seconds=5)), rec, NOW)[-1] == ("00:00", "running")
-    skipped = Planner().plan({"job": (rec, rec.parsed)}, NOW)[0]
+    skipped = Planner().plan({"job": Entry.of(rec)}, NOW)[0]
     assert skipped.reason == MISSED_NONE
 
 
 def test_replace_supersedes_older_occurrences() -> None:
     rec = record(concurrency_policy="Replace", catch_up_policy="All")
-    candidates = Planner().plan({"job": (rec, rec.parsed)}, NOW)
+    candidates = Planner().plan({"job": Entry.of(rec)}, NOW)
     assert {c.reason for c in candidates[:-1]} == {SUPERSEDED} and candidates[-1].want == "running"
 
 
@@ -102,7 +103,7 @@ def test_settled_outcomes_advance_the_cursor_and_blocked_ones_do_not(blocked: st
     )
     assert pending == {blocked} and planner.cursors["job"] == times[0]
     assert plan(planner, rec) == [("59:50", "running"), ("00:00", "running")]
-    assert planner.next_due({"job": (rec, rec.parsed)}, NOW) == times[1]
+    assert planner.next_due({"job": Entry.of(rec)}, NOW) == times[1]
 
 
 def test_a_changed_schedule_or_a_forgotten_cursor_looks_back_over_the_window_again() -> None:
@@ -121,7 +122,7 @@ def test_a_disabled_schedule_proposes_nothing_and_is_never_due() -> None:
     rec = record(enabled=False)
     planner = Planner()
     assert plan(planner, rec) == []
-    assert planner.next_due({"job": (rec, rec.parsed)}, NOW) is None
+    assert planner.next_due({"job": Entry.of(rec)}, NOW) is None
 
 
 def test_a_zero_catch_up_window_still_runs_the_occurrence_that_is_due_now() -> None:
@@ -140,7 +141,7 @@ def test_a_cursor_older_than_the_window_does_not_widen_it() -> None:
 
 def test_a_claim_proposes_about_twice_the_free_slots_of_due_jobs() -> None:
     records = {f"j{i}": record(job_name=f"j{i}") for i in range(50)}
-    schedules = {name: (rec, rec.parsed) for name, rec in records.items()}
+    schedules = {name: Entry.of(rec) for name, rec in records.items()}
     planner = Planner()
     candidates = planner.plan(schedules, NOW, capacity=4)
     assert len({c.job_name for c in candidates if c.want == "running"}) == 8
@@ -156,7 +157,7 @@ def test_a_job_with_nothing_due_is_not_planned_again_before_its_next_occurrence(
     plan(planner, rec, NOW)
     planner.learn([ClaimResult("job", NOW, "claimed", None)])
     assert plan(planner, rec, NOW + timedelta(seconds=1)) == []
-    assert planner.next_due({"job": (rec, rec.parsed)}, NOW) == NOW + timedelta(seconds=60)
+    assert planner.next_due({"job": Entry.of(rec)}, NOW) == NOW + timedelta(seconds=60)
     assert plan(planner, rec, NOW + timedelta(seconds=60)) == [("01:00", "running")]
     changed = record(schedule="@every 30s", active_since=NOW + timedelta(seconds=1))
     assert plan(planner, changed, NOW + timedelta(seconds=30)) == [("00:30", "running")]
@@ -166,7 +167,7 @@ def test_a_pass_looks_only_at_the_jobs_that_may_be_due_not_at_every_schedule() -
     daily = {f"d{i}": record(job_name=f"d{i}", schedule=f"{i % 60} {i // 60 % 24} * * *")
              for i in range(2000)}
     every = {"e0": record(job_name="e0", schedule="@every 1s")}
-    schedules = {name: (rec, rec.parsed) for name, rec in {**daily, **every}.items()}
+    schedules = {name: Entry.of(rec) for name, rec in {**daily, **every}.items()}
     planner = Planner()
     first = planner.plan(schedules, NOW)
     assert planner.looked_at == 2001
@@ -180,13 +181,13 @@ def test_a_pass_looks_only_at_the_jobs_that_may_be_due_not_at_every_schedule() -
     assert planner.next_due(schedules, later) == later + timedelta(seconds=1)
     # A changed entry (in a new mapping) is looked at again, and only it.
     moved = record(job_name="d5", schedule="@every 1s", active_since=later)
-    changed = {**schedules, "d5": (moved, moved.parsed)}
+    changed = {**schedules, "d5": Entry.of(moved)}
     then = later + timedelta(seconds=1)
     assert {c.job_name for c in planner.plan(changed, then)} == {"d5", "e0"}
     assert planner.looked_at == 2
     # Disabled: not looked at again until its entry changes.
     off = record(job_name="d5", schedule="@every 1s", enabled=False)
-    disabled = {**changed, "d5": (off, off.parsed)}
+    disabled = {**changed, "d5": Entry.of(off)}
     planner.learn([ClaimResult("e0", then, "claimed", None)])
     assert [c.job_name for c in planner.plan(disabled, then)] == []
     planner.learn([])
@@ -198,7 +199,7 @@ def test_past_the_quota_a_pass_still_sends_every_quiet_new_job_to_the_heap() -> 
     daily = {f"d{i}": record(job_name=f"d{i}", schedule=f"{i % 60} {i // 60 % 11 + 13} * * *")
              for i in range(2000)}
     every = {f"e{i}": record(job_name=f"e{i}", schedule="@every 1s") for i in range(50)}
-    schedules = {name: (rec, rec.parsed) for name, rec in {**daily, **every}.items()}
+    schedules = {name: Entry.of(rec) for name, rec in {**daily, **every}.items()}
     planner = Planner()
     first = planner.plan(schedules, NOW, capacity=4)
     assert planner.truncated and len({c.job_name for c in first}) == 8
@@ -214,7 +215,7 @@ def test_a_herd_is_claimed_a_quota_per_pass_and_no_pass_looks_at_all_of_it() -> 
     since = NOW - timedelta(seconds=5)
     jobs = {f"b{i:05d}": record(job_name=f"b{i:05d}", schedule="@every 30s", active_since=since)
             for i in range(10_000)}
-    schedules = {name: (rec, rec.parsed) for name, rec in jobs.items()}
+    schedules = {name: Entry.of(rec) for name, rec in jobs.items()}
     planner = Planner()
     planner.plan(schedules, NOW - timedelta(seconds=1), capacity=16)  # all quiet: to the heap
     claimed: set[str] = set()
@@ -237,7 +238,7 @@ def test_a_pass_proposes_more_when_other_replicas_took_most_of_the_last_ones() -
     since = NOW - timedelta(seconds=5)
     jobs = {f"b{i:04d}": record(job_name=f"b{i:04d}", schedule="@every 30s", active_since=since)
             for i in range(1000)}
-    schedules = {name: (rec, rec.parsed) for name, rec in jobs.items()}
+    schedules = {name: Entry.of(rec) for name, rec in jobs.items()}
     planner = Planner()
     first = planner.plan(schedules, NOW, capacity=4)
     assert len(first) == 8
@@ -246,3 +247,41 @@ def test_a_pass_proposes_more_when_other_replicas_took_most_of_the_last_ones() -
     assert len(planner.plan(schedules, NOW, capacity=4)) == 64  # 8 x 8: one in 8 was free
     planner.learn([])
     assert len(planner.plan(schedules, NOW, capacity=4)) == 8
+
+
+def test_jobs_with_equal_schedules_share_one_shape_and_an_entry_stays_small() -> None:
+    records = [record(job_name=f"j{i:05d}", schedule=f"{i % 60} 3 * * *") for i in range(10_000)]
+    instants: dict[int, int] = {}
+    tracemalloc.start()
+    try:
+        entries = [Entry.of(r, instants) for r in records]
+        size = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len({id(e.shape) for e in entries}) == 60
+    assert len({id(e.shape.schedule) for e in entries}) == 60
+    assert size / len(entries) < 100  # bytes per job (a row and its schedule were ~1.5 KB)
+
+
+def test_a_job_removed_and_added_again_with_another_schedule_starts_afresh() -> None:
+    planner = Planner()
+    daily = record(schedule="0 3 * * *")
+    assert planner.plan({"job": Entry.of(daily)}, NOW) == []  # quiet until 03:00 tomorrow
+    assert planner.plan({}, NOW) == []
+    again = record(schedule="@every 10s", active_since=NOW - timedelta(seconds=5))
+    assert [c.fire_time for c in planner.plan({"job": Entry.of(again)}, NOW)] == [NOW]
+
+
+def test_a_job_moved_later_waits_for_its_new_time_and_its_old_one_proposes_nothing() -> None:
+    planner = Planner()
+    at = {"job": Entry.of(record(schedule="1 12 * * *"))}
+    assert planner.plan(at, NOW) == []
+    moved = {"job": Entry.of(record(schedule="5 12 * * *"))}
+    assert planner.plan(moved, NOW) == [] and planner.looked_at == 1
+    assert planner.next_due(moved, NOW) == NOW.replace(minute=1)  # the old instant, once
+    assert planner.plan(moved, NOW.replace(minute=1)) == [] and planner.looked_at == 1
+    assert planner.next_due(moved, NOW.replace(minute=1)) == NOW.replace(minute=5)
+    assert planner.plan(moved, NOW.replace(minute=4, second=59)) == []
+    assert planner.looked_at == 0
+    due = planner.plan(moved, NOW.replace(minute=5))
+    assert [(c.fire_time, c.want) for c in due] == [(NOW.replace(minute=5), "running")]

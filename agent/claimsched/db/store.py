@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import psycopg
 import psycopg_pool
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
 from ..errors import InvalidSpec, UnknownJob
@@ -42,6 +42,7 @@ log = logging.getLogger("claimsched.store")
 
 
 R = TypeVar("R")
+SCHEDULE_BATCH = 1000  # rows per fetch of a full schedule read (each_schedule)
 
 
 def _record(kind: type[R], row: dict[str, Any]) -> R:
@@ -227,17 +228,28 @@ class Store:
 
     def load_schedules(self, names: Collection[str] | None = None) -> list[ScheduleRecord]:
         """Every schedule, or those of `names` (a name without a row has none)."""
-        with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            if names is None:
-                rows = cur.execute(query("load_schedules"))
-            else:
-                rows = cur.execute(query("load_schedules_named"), {"names": list(names)})
-            return [ScheduleRecord(**row) for row in rows]
+        return list(self.each_schedule(names))
 
-    def schedule_versions(self) -> dict[str, datetime]:
-        """Each schedule's last change (its updated_at), by job."""
-        with self.connection() as conn:
-            return dict(conn.execute(query("schedule_versions")).fetchall())
+    def each_schedule(self, names: Collection[str] | None = None) -> Iterator[ScheduleRecord]:
+        """load_schedules one row at a time: every schedule comes from a server-side cursor,
+        so that a reader that keeps less than the rows (the agent) never holds all of them."""
+        if names is None:
+            yield from (ScheduleRecord(**row) for row in self._stream("load_schedules", dict_row))
+            return
+        with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(query("load_schedules_named"), {"names": list(names)})
+            yield from (ScheduleRecord(**row) for row in rows)
+
+    def each_schedule_version(self) -> Iterator[tuple[str, datetime]]:
+        """Each schedule's last change (its updated_at), by job, one at a time."""
+        yield from self._stream("schedule_versions", tuple_row)
+
+    def _stream(self, name: str, rows: Any) -> Iterator[Any]:
+        """The rows of a named query, SCHEDULE_BATCH at a time from a server-side cursor."""
+        with self.connection() as conn, conn.transaction(), conn.cursor(
+                f"claimsched_{name}", row_factory=rows) as cursor:
+            cursor.itersize = SCHEDULE_BATCH
+            yield from cursor.execute(query(name))
 
     def upsert_schedule(self, spec: JobSpec) -> Written:
         """Write a code declaration's or the CLI's schedule, unless another owner holds the job
