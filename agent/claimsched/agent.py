@@ -129,6 +129,7 @@ class Agent:
             store=store,
             agent_id=agent_id,
             handlers=self._handlers,
+            listed=lambda: self.housekeeper.listed,
             declared=self._declared,
             workers=self.workers,
             planner=Planner(misfire_grace=timedelta(seconds=self.settings.misfire_grace_seconds)),

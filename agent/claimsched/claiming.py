@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -42,6 +42,8 @@ class Claimer:
     """Claims this agent's share of due occurrences and starts their handlers.
 
     `handlers` and `declared` are the agent's registrations (read, never changed here);
+    `listed()` says whether the agent's presence row holds the job list (reclaims then leave
+    it to the database to read, rather than send 100,000 names);
     `wake` is set by whoever has news for the loop, `stopping` ends it. `refresh_seconds` is
     how often schedules are re-read without a notification, `jitter_seconds` how much later
     than its fire time a replica may ask for an occurrence (so replicas spread).
@@ -50,6 +52,7 @@ class Claimer:
     store: Store
     agent_id: str
     handlers: Mapping[str, Handler]
+    listed: Callable[[], bool]
     declared: Mapping[str, JobSpec]
     workers: Workers
     planner: Planner
@@ -150,8 +153,10 @@ class Claimer:
             self._next_retry, self._reclaim = None, True
         if self._reclaim and self.workers.free():
             self._reclaim = False
+            # The database reads the job list from our presence row when it holds it.
+            jobs = None if self.listed() else self.names
             for lease in self.store.reclaim(
-                self.agent_id, self.names, self.workers.free(), self._claiming
+                self.agent_id, jobs, self.workers.free(), self._claiming
             ):
                 metrics.RECLAIMS.labels(lease.job_name).inc()
                 self._start(lease, "reclaimed")

@@ -52,6 +52,11 @@ class Housekeeper:
     on_claimable: Callable[[], None]
     _listed: bool = field(init=False, default=False)  # the row holds this agent's job list
 
+    @property
+    def listed(self) -> bool:
+        """Whether this agent's row held its job list at the last sweep."""
+        return self._listed
+
     def once(self) -> None:
         listed = self._listed
         self._sweep(listed=not listed)

@@ -319,13 +319,15 @@ class Store:
     def reclaim(
         self,
         agent_id: str,
-        jobs: Sequence[str],
+        jobs: Sequence[str] | None,
         capacity: int,
         proceed: Callable[[], bool] = lambda: True,
     ) -> list[Lease]:
-        """Take over pending requests, orphans and due retries of these jobs (attempt + 1);
-        nothing when `proceed()` says no once a connection is at hand."""
-        params = {"agent_id": agent_id, "jobs": list(jobs), "capacity": capacity}
+        """Take over pending requests, orphans and due retries of these jobs (attempt + 1;
+        None: the jobs the agent's presence row lists); nothing when `proceed()` says no once
+        a connection is at hand."""
+        params = {"agent_id": agent_id, "jobs": None if jobs is None else list(jobs),
+                  "capacity": capacity}
         with self.connection() as conn, conn.cursor() as cur:
             if not proceed():
                 return []

@@ -258,7 +258,8 @@ $$;
 -- fences out the previous owner even if it had the same agent id. A Forbid job starts at most one run, and none while
 -- another of its runs is in progress (read by forbid_in_progress(), after its lock); an
 -- orphan yields only to a running run or an older orphan. Only the jobs of the caller's scope
--- (cs_agent_scope()) are considered.
+-- (cs_agent_scope()) are considered. p_jobs NULL: the jobs of the agents row of p_agent_id
+-- (housekeeping keeps the list there: with 100,000 jobs, sending it was megabytes per call).
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_reclaim(p_agent_id text, p_jobs text[], p_capacity integer)
 RETURNS TABLE (id bigint, job_name text, fire_time timestamptz, kind text, attempt integer,
@@ -271,6 +272,9 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalo
 DECLARE
     v_scope text[] := cs_agent_scope();
 BEGIN
+IF p_jobs IS NULL THEN  -- the agent's job list as housekeeping keeps it in its agents row
+    SELECT a.handlers INTO p_jobs FROM agents a WHERE a.agent_id = p_agent_id;
+END IF;
 IF v_scope IS NOT NULL THEN
     p_jobs := ARRAY(SELECT j.name FROM unnest(p_jobs) AS j(name) WHERE j.name LIKE ANY (v_scope));
 END IF;
