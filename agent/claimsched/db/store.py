@@ -29,7 +29,7 @@ from ..records import (
 )
 from ..specs import JobSpec, ScheduleRecord
 from . import migrations
-from .arrays import LEASE_KEYS, arrays, claim_params
+from .arrays import LEASE_KEYS, arrays, claim_params, literal
 from .connection import checked_schema, configure, connect, make_pool, redact_dsn, translated
 from .identity import IdentityWatch, read_identity
 from .listener import Listener, Poller
@@ -326,7 +326,7 @@ class Store:
         """Take over pending requests, orphans and due retries of these jobs (attempt + 1;
         None: the jobs the agent's presence row lists); nothing when `proceed()` says no once
         a connection is at hand."""
-        params = {"agent_id": agent_id, "jobs": None if jobs is None else list(jobs),
+        params = {"agent_id": agent_id, "jobs": None if jobs is None else literal(jobs),
                   "capacity": capacity}
         with self.connection() as conn, conn.cursor() as cur:
             if not proceed():
@@ -364,7 +364,7 @@ class Store:
         keeps the list it has (`present` False when it has none)."""
         params = {
             "agent_id": agent_id,
-            "handlers": None if handlers is None else list(handlers),
+            "handlers": None if handlers is None else literal(handlers),
             **presence,
         }
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
