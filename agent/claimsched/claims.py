@@ -221,6 +221,13 @@ class Planner:
         looked: set[str] = set()
         wanting = 0
         queue, queued = self._queue, self._queued
+
+        def propose(name: str, job: list[Candidate]) -> None:
+            nonlocal wanting
+            wanting += any(c.want == "running" for c in job)
+            planned.extend(job)
+            proposed.append(name)
+
         while queue and (quota is None or wanting < quota):
             name = queue.popleft()
             if name not in queued:
@@ -229,9 +236,7 @@ class Planner:
             looked.add(name)
             job = self._look(name, schedules, now)
             if job:
-                wanting += any(c.want == "running" for c in job)
-                planned.extend(job)
-                proposed.append(name)
+                propose(name, job)
         self.truncated = bool(queued)
         fresh = list(self._fresh)
         self._fresh = set()  # not clear(): a set keeps its largest table (the first pass's)
@@ -248,9 +253,7 @@ class Planner:
                 self.truncated = True  # due: a later pass proposes it
                 later.append(name)
             else:
-                wanting += any(c.want == "running" for c in job)
-                planned.extend(job)
-                proposed.append(name)
+                propose(name, job)
         self.looked_at = len(looked)
         self._enqueue(later)
         self._enqueue(proposed, front=True)

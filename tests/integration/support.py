@@ -50,3 +50,8 @@ def due(store: Store, job: str, *fire_times: datetime, **fields: Any) -> list[Ca
                            " WHERE job_name = %s), now())", [job]).fetchone()
     assert row is not None
     return [Candidate(job, fire_time, row[0], **fields) for fire_time in fire_times]
+
+
+def statuses(dsn: str, job: str) -> list[str]:
+    """The statuses of a job's runs, in fire time order."""
+    return [r["status"] for r in runs(dsn, job)]

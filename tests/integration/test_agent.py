@@ -22,7 +22,7 @@ from claimsched.specs import job_spec
 from claimsched.tools.postgres import free_port
 from tests.helpers.polling import wait_for
 
-from .support import due, past, runs, sql
+from .support import due, past, runs, sql, statuses
 
 FAST = {"housekeeping_seconds": 0.3, "retry_backoff_seconds": 0.1, "shutdown_grace_seconds": 2}
 
@@ -39,10 +39,6 @@ def make(agents: list[Agent], dsn: str, name: str = "a", **settings: Any) -> Age
     agent = Agent(dsn, agent_id=name, **{**FAST, **settings})
     agents.append(agent)
     return agent
-
-
-def statuses(dsn: str, job: str) -> list[str]:
-    return [r["status"] for r in runs(dsn, job)]
 
 
 def test_sync_and_async_handlers_run_on_their_code_declared_schedules(

@@ -8,7 +8,7 @@ from claimsched.db import Store
 from claimsched.specs import job_spec
 from tests.helpers.polling import wait_for
 
-from .support import PRESENCE, due, past, runs, sql
+from .support import PRESENCE, due, past, sql, statuses
 
 
 def _schedule(store: Store, job: str) -> None:
@@ -55,7 +55,3 @@ def test_an_agent_whose_row_holds_its_list_reclaims_by_that_list(dsn: str, store
         assert statuses(dsn, "dropped") == ["orphaned"]
     finally:
         agent.stop()
-
-
-def statuses(dsn: str, job: str) -> list[str]:
-    return [r["status"] for r in runs(dsn, job)]
