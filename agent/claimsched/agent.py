@@ -39,6 +39,7 @@ from .runs import Run
 from .settings import AgentSettings
 from .specs import JobSpec, job_spec, validate_job_name
 from .supervisor import Supervisor
+from .turns import Turns
 from .workers import Handler, Workers
 
 H = TypeVar("H", bound=Handler)
@@ -116,6 +117,7 @@ class Agent:
             lambda leases: store.heartbeat(agent_id, leases), self.workers, self.health
         )
         about = presence(self.settings.housekeeping_seconds)
+        turns = Turns(agent_id)
         self.housekeeper = Housekeeper(
             lambda listed: store.housekeeping(agent_id, self.handlers if listed else None, about),
             period=self.settings.housekeeping_seconds,
@@ -124,6 +126,7 @@ class Agent:
             health=self.health,
             on_reaped=self.heartbeat.kick,
             on_claimable=lambda: self.claimer.want_reclaim(),
+            on_peers=turns.seen,
         )
         self.claimer = Claimer(
             store=store,
@@ -132,7 +135,9 @@ class Agent:
             listed=lambda: self.housekeeper.listed,
             declared=self._declared,
             workers=self.workers,
-            planner=Planner(misfire_grace=timedelta(seconds=self.settings.misfire_grace_seconds)),
+            planner=Planner(
+                misfire_grace=timedelta(seconds=self.settings.misfire_grace_seconds), turns=turns
+            ),
             clock=self.clock,
             log=self.log,
             health=self.health,

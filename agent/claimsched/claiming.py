@@ -46,7 +46,8 @@ class Claimer:
     it to the database to read, rather than send 100,000 names);
     `wake` is set by whoever has news for the loop, `stopping` ends it. `refresh_seconds` is
     how often schedules are re-read without a notification, `jitter_seconds` how much later
-    than its fire time a replica may ask for an occurrence (so replicas spread).
+    than its fire time a replica may ask for an occurrence (so replicas spread) while it
+    knows no peers to take turns with.
     """
 
     store: Store
@@ -206,9 +207,9 @@ class Claimer:
         delay = self.refresh_seconds
         nxt = self.planner.next_due(self._schedules, self.clock.now())
         if nxt is not None:
-            delay = min(
-                delay, self.clock.seconds_until(nxt) + random.uniform(0, self.jitter_seconds)
-            )
+            # Peers take turns (turns.py): the first claimer need not wait for the others.
+            jitter = 0.0 if self.planner.turns.shared else self.jitter_seconds
+            delay = min(delay, self.clock.seconds_until(nxt) + random.uniform(0, jitter))
         if self._next_retry is not None:
             delay = min(delay, self._next_retry - time.monotonic())
         return max(0.0, delay)

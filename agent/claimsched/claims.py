@@ -29,6 +29,7 @@ from weakref import WeakValueDictionary
 from .records import Candidate, ClaimResult
 from .schedules import Schedule
 from .specs import ScheduleRecord
+from .turns import HANDOFF, Turns
 
 MAX_PER_PASS = 100
 MAX_SPREAD = 16  # at most this many times the usual proposals when other replicas took most
@@ -121,6 +122,8 @@ class Planner:
 
     misfire_grace: timedelta = timedelta(seconds=10)
     rng: random.Random = field(default_factory=random.Random)
+    # Whose turn each occurrence is first (peers known: the others' wait for their hand-off).
+    turns: Turns = field(default_factory=lambda: Turns(""))
     cursors: dict[str, datetime] = field(default_factory=dict)
     truncated: bool = False
     looked_at: int = 0  # jobs the last pass looked at
@@ -224,6 +227,8 @@ class Planner:
 
         def propose(name: str, job: list[Candidate]) -> None:
             nonlocal wanting
+            if self._not_yet(name, job, now):
+                return
             wanting += any(c.want == "running" for c in job)
             planned.extend(job)
             proposed.append(name)
@@ -258,6 +263,19 @@ class Planner:
         self._enqueue(later)
         self._enqueue(proposed, front=True)
         return planned
+
+    def _not_yet(self, name: str, job: list[Candidate], now: datetime) -> bool:
+        """Whether the job's newest occurrence is another peer's turn first, and on time: it
+        then waits for its hand-off (turns.py), and is looked at again then."""
+        turns = self.turns
+        if not turns.shared:
+            return False
+        newest = job[-1].fire_time
+        handoff = newest + HANDOFF
+        if now >= handoff or turns.first(name, micros(newest)):
+            return False
+        self._wait_until(name, handoff)
+        return True
 
     def _look(
         self, name: str, schedules: Mapping[str, Entry], now: datetime

@@ -40,7 +40,8 @@ class Housekeeper:
     agent's job list when `listed` (the first time, and again at once whenever the row turned
     out not to hold it: deleted, or a database that never had it), else without (the row keeps
     it: with 100,000 jobs the list is megabytes). `on_reaped` is called when runs were fenced
-    out (the heartbeat should look at once), `on_claimable` when runs want an owner.
+    out (the heartbeat should look at once), `on_claimable` when runs want an owner, `on_peers`
+    with the live agents that have the same jobs, every time.
     """
 
     sweep: Callable[[bool], Housekeeping]
@@ -50,6 +51,7 @@ class Housekeeper:
     health: DatabaseHealth
     on_reaped: Callable[[], None]
     on_claimable: Callable[[], None]
+    on_peers: Callable[[tuple[str, ...]], None]
     _listed: bool = field(init=False, default=False)  # the row holds this agent's job list
 
     @property
@@ -67,6 +69,7 @@ class Housekeeper:
         sent = time.time()
         found = self.sweep(listed)
         self._listed = found.present
+        self.on_peers(found.peers)
         self.clock.observe(found.db_now, sent, time.time())
         if found.orphaned or found.exhausted or found.overdue:
             metrics.ORPHANS_REAPED.inc(found.orphaned)

@@ -103,6 +103,7 @@ class Housekeeping:
     db_now: datetime
     identity: DatabaseIdentity | None = None
     present: bool = True  # False: the agent's row has no job list (it was gone): send it
+    peers: tuple[str, ...] = ()  # live agents with the same jobs, this one among them, sorted
 
 
 # -- who owns a job's schedule ---------------------------------------------------------------

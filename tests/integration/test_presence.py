@@ -78,3 +78,18 @@ def test_an_agent_whose_row_is_gone_writes_its_job_list_again(dsn: str, agent: A
     wait_for(lambda: sql(dsn, "SELECT 1 FROM job_runs WHERE job_name = 'y'"
                               " AND status IN ('running', 'done')"),
              timeout=10, what="the requested run taken")
+
+
+def test_peers_are_the_live_agents_with_the_same_jobs_each_one_among_them(store: Store) -> None:
+    """Each occurrence's first claimer is one of these (turns.py): every replica of a
+    deployment must read the same list, sorted, and nobody who is gone, stopped or has other
+    jobs."""
+    assert store.housekeeping("b", ["x", "y"], PRESENCE).peers == ("b",)
+    assert store.housekeeping("a", ["x", "y"], PRESENCE).peers == ("a", "b")
+    assert store.housekeeping("c", ["x"], PRESENCE).peers == ("c",)  # other jobs
+    for agent in ("d", "e"):
+        store.housekeeping(agent, ["x", "y"], PRESENCE)
+    store.agent_stopped("d")
+    sql(store.dsn, "UPDATE agents SET last_seen = now() - interval '1 hour' WHERE agent_id = 'e'")
+    assert store.housekeeping("b", None, PRESENCE).peers == ("a", "b")  # the row's list counts
+    assert store.housekeeping("d", None, PRESENCE).peers == ("a", "b", "d")  # back again

@@ -91,10 +91,15 @@ def housekeeper(found: Housekeeping | Exception, calls: list[str]) -> Housekeepe
 
 
 def keeper(sweep: Callable[[bool], Housekeeping], calls: list[str]) -> Housekeeper:
+    def peers(found: tuple[str, ...]) -> None:
+        if found:
+            calls.append("peers " + " ".join(found))
+
     return Housekeeper(sweep, period=0.01, clock=DbClock(), log=LOG,
                        health=DatabaseHealth(LOG, lambda: calls.append("recovered")),
                        on_reaped=lambda: calls.append("reaped"),
-                       on_claimable=lambda: calls.append("claimable"))
+                       on_claimable=lambda: calls.append("claimable"),
+                       on_peers=peers)
 
 
 def test_a_sweep_that_reaped_runs_wakes_the_heartbeat_and_the_reclaim() -> None:
@@ -104,6 +109,13 @@ def test_a_sweep_that_reaped_runs_wakes_the_heartbeat_and_the_reclaim() -> None:
     keeper = housekeeper(found, calls)
     keeper.once()
     assert calls == ["sweep", "reaped", "claimable"]
+
+
+def test_every_sweep_tells_the_peers_it_found() -> None:
+    calls: list[str] = []
+    found = Housekeeping(0, 0, 0, False, datetime.now(UTC), peers=("a", "b"))
+    housekeeper(found, calls).once()
+    assert calls == ["sweep", "peers a b"]
 
 
 def test_a_quiet_sweep_wakes_nobody() -> None:

@@ -10,6 +10,7 @@ import pytest
 from claimsched.claims import MISSED_LATEST, MISSED_NONE, SUPERSEDED, Entry, Planner
 from claimsched.records import ClaimResult
 from claimsched.specs import ScheduleRecord
+from claimsched.turns import HANDOFF, Turns
 
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -149,6 +150,31 @@ def test_a_claim_proposes_about_twice_the_free_slots_of_due_jobs() -> None:
     everything = Planner()
     assert len({c.job_name for c in everything.plan(schedules, NOW, capacity=100)}) == 50
     assert not everything.truncated
+
+
+def test_peers_take_turns_first_and_the_others_propose_only_after_the_hand_off() -> None:
+    schedules = {f"j{i}": Entry.of(record(job_name=f"j{i}")) for i in range(60)}
+    peers = ("a", "b", "c")
+    planners = {me: Planner(turns=Turns(me, peers)) for me in peers}
+    first = {me: {c.job_name for c in p.plan(schedules, NOW, 100)} for me, p in planners.items()}
+    assert all(first.values()), first  # each peer has turns
+    assert set().union(*first.values()) == set(schedules)  # together: every job, once
+    assert sum(map(len, first.values())) == len(schedules)
+    planner = planners["a"]
+    planner.learn([ClaimResult(name, NOW, "claimed", None) for name in first["a"]])
+    assert planner.next_due(schedules, NOW) == NOW + HANDOFF
+    assert planner.plan(schedules, NOW + HANDOFF / 2, 100) == []
+    later = planner.plan(schedules, NOW + HANDOFF, 100)
+    assert {c.job_name for c in later} == set(schedules) - first["a"]
+    assert {c.fire_time for c in later if c.want == "running"} == {NOW}
+
+
+def test_a_late_occurrence_is_anyones_turn_and_alone_every_one_is_ours() -> None:
+    schedules = {f"j{i}": Entry.of(record(job_name=f"j{i}")) for i in range(60)}
+    late = Planner(turns=Turns("a", ("a", "b", "c")))
+    assert len({c.job_name for c in late.plan(schedules, NOW + HANDOFF, 100)}) == 60
+    alone = Planner(turns=Turns("a", ("a",)))
+    assert len({c.job_name for c in alone.plan(schedules, NOW, 100)}) == 60
 
 
 def test_a_job_with_nothing_due_is_not_planned_again_before_its_next_occurrence() -> None:

@@ -372,7 +372,8 @@ class Store:
         assert row is not None
         identity = _record(DatabaseIdentity, row)
         self.identity.observe(identity)
-        found = _record(Housekeeping, {**row, "present": bool(row["present"])})
+        found = _record(Housekeeping, {
+            **row, "present": bool(row["present"]), "peers": tuple(row["peers"])})
         return dataclasses.replace(found, identity=identity)
 
     def poll(self, agent_id: str | None) -> tuple[str, bool]:

@@ -57,6 +57,19 @@ BEGIN
 END
 $$;
 
+-- The versions from before peers (migration 0012): no `peers` result column.
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN SELECT c.f FROM pg_temp.cs_functions c
+             WHERE c.name = 'cs_housekeeping' AND NOT 'peers' = ANY (c.argnames)
+    LOOP
+        EXECUTE format('DROP FUNCTION %s', f);
+    END LOOP;
+END
+$$;
+
 -- The jobs the caller may act for (agent_scopes, migration 0011): NULL for every job, else the
 -- LIKE patterns of its login role (session_user: inside these functions current_user is their
 -- owner) and of the roles it is a member of. The owner and its members (a superuser too) are
@@ -383,26 +396,30 @@ $$;
 -- it had none (the row was gone and is back without one): the agent sends the list again.
 -- Which runs are this agent's to take is read from its row, as a filter over the few jobs
 -- that have such runs (OFFSET 0: the list must not become 100,000 index probes).
+-- `peers`: the live agents with the same job list (its digest, written with the list), the
+-- caller among them, sorted; each occurrence's first claimer is one of them (turns.py).
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_housekeeping(
     p_agent_id text, p_hostname text, p_pod text, p_namespace text, p_handlers text[],
     p_version text, p_ttl_seconds integer, p_tzdata text)
 RETURNS TABLE (present bigint, orphaned bigint, exhausted bigint, overdue bigint,
                claimable boolean, notified boolean, db_now timestamptz, system_identifier text,
-               timeline integer, durability text)
+               timeline integer, durability text, peers text[])
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
 RETURN QUERY
 WITH presence AS (
-    INSERT INTO agents (agent_id, hostname, pod, namespace, handlers, version, ttl_seconds,
-                        tzdata, durability)
+    INSERT INTO agents (agent_id, hostname, pod, namespace, handlers, handlers_digest, version,
+                        ttl_seconds, tzdata, durability)
     VALUES (p_agent_id, p_hostname, p_pod, p_namespace, coalesce(p_handlers, ARRAY[]::text[]),
-            p_version, p_ttl_seconds, p_tzdata, (SELECT d.durability FROM database_identity() d))
+            md5(array_to_string(p_handlers, E'\n')), p_version, p_ttl_seconds, p_tzdata,
+            (SELECT d.durability FROM database_identity() d))
     ON CONFLICT (agent_id) DO UPDATE
     SET last_seen = now(), handlers = coalesce(p_handlers, agents.handlers),
+        handlers_digest = coalesce(EXCLUDED.handlers_digest, agents.handlers_digest),
         ttl_seconds = EXCLUDED.ttl_seconds, stopped_at = NULL, durability = EXCLUDED.durability
-    RETURNING agents.handlers
+    RETURNING agents.handlers, agents.handlers_digest
 ),
 expired AS (
     UPDATE job_runs r
@@ -442,7 +459,14 @@ SELECT (SELECT count(*) FROM presence p WHERE cardinality(p.handlers) > 0),
        CASE WHEN EXISTS (SELECT 1 FROM expired e WHERE e.status = 'orphaned')
             THEN pg_notify('claimsched_runs', current_schema())::text = '' END,
        now(),
-       i.system_identifier, i.timeline, i.durability
+       i.system_identifier, i.timeline, i.durability,
+       ARRAY(SELECT p_agent_id
+             UNION
+             SELECT a.agent_id FROM agents a
+             WHERE a.handlers_digest = (SELECT p.handlers_digest FROM presence p)
+               AND a.stopped_at IS NULL
+               AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
+             ORDER BY 1)
 FROM database_identity() i;
 END
 $$;
