@@ -139,7 +139,9 @@ class Planner:
     _queue: deque[str] = field(default_factory=deque)
     _queued: set[str] = field(default_factory=set)
     _waiting: dict[datetime, list[str]] = field(default_factory=dict)
-    _heap: list[datetime] = field(default_factory=list)  # the keys of `_waiting`
+    # Jobs whose occurrence is another peer's turn first, under its hand-off instant.
+    _handed: dict[datetime, list[str]] = field(default_factory=dict)
+    _heap: list[datetime] = field(default_factory=list)  # the keys of both (an instant once each)
     _seen: Mapping[str, Entry] = field(default_factory=dict)
     _times: dict[datetime, datetime] = field(default_factory=dict)  # equal instants, shared
 
@@ -148,6 +150,7 @@ class Planner:
         self.cursors.clear()
         self._heap.clear()
         self._waiting.clear()
+        self._handed.clear()
         self._queue.clear()
         self._queued.clear()
         self._fresh.update(self._seen)
@@ -178,11 +181,39 @@ class Planner:
             self._queue.extend(names)
 
     def _wake(self, now: datetime) -> None:
-        """Queue the jobs whose next occurrence has come."""
+        """Queue the jobs whose next occurrence has come (those whose turn it is first; the
+        others wait for their hand-off, without computing anything) or whose hand-off has."""
         heap, woken = self._heap, []
         while heap and heap[0] <= now:
-            woken.extend(self._waiting.pop(heapq.heappop(heap)))
+            when = heapq.heappop(heap)
+            woken.extend(self._handed.pop(when, ()))
+            names = self._waiting.pop(when, None)
+            if names:
+                woken.extend(self._first(names, when, now))
         self._enqueue(woken)
+
+    def _first(self, names: list[str], when: datetime, now: datetime) -> list[str]:
+        """Of these jobs with an occurrence at `when`, those whose turn it is first; the
+        others wait for its hand-off (turns.py). Late, every one is ours."""
+        turns = self.turns
+        handoff = when + HANDOFF
+        if not turns.shared or now >= handoff:
+            return names
+        at = micros(when)
+        ours = [name for name in names if turns.first(name, at)]
+        if len(ours) < len(names):
+            first = set(ours)
+            self._hand_off([name for name in names if name not in first], handoff)
+        return ours
+
+    def _hand_off(self, names: list[str], when: datetime) -> None:
+        handed = self._handed.get(when)
+        if handed is None:
+            when = self._shared(when)
+            self._handed[when] = handed = []
+            if when not in self._waiting:
+                heapq.heappush(self._heap, when)
+        handed.extend(names)
 
     def _shared(self, when: datetime) -> datetime:
         """`when`, or an equal instant already held (daily jobs share their minutes)."""
@@ -195,7 +226,8 @@ class Planner:
         if waiting is None:
             when = self._shared(when)
             self._waiting[when] = waiting = []
-            heapq.heappush(self._heap, when)
+            if when not in self._handed:
+                heapq.heappush(self._heap, when)
         waiting.append(name)
 
     def plan(
@@ -274,7 +306,7 @@ class Planner:
         handoff = newest + HANDOFF
         if now >= handoff or turns.first(name, micros(newest)):
             return False
-        self._wait_until(name, handoff)
+        self._hand_off([name], handoff)
         return True
 
     def _look(

@@ -169,6 +169,25 @@ def test_peers_take_turns_first_and_the_others_propose_only_after_the_hand_off()
     assert {c.fire_time for c in later if c.want == "running"} == {NOW}
 
 
+def test_at_its_instant_a_job_that_is_another_peers_turn_is_not_even_looked_at() -> None:
+    """A pass at an instant costs what is this replica's turn: the others wait in the heap
+    for their hand-off without computing their occurrences."""
+    schedules = {f"j{i}": Entry.of(record(job_name=f"j{i}")) for i in range(60)}
+    planner = Planner(turns=Turns("a", ("a", "b", "c")))
+    planner.learn([ClaimResult(c.job_name, c.fire_time, "taken", None)
+                   for c in planner.plan(schedules, NOW + HANDOFF, 100)])
+    assert planner.plan(schedules, NOW + HANDOFF, 100) == []  # settled: each waits for its next
+    nxt = NOW + timedelta(seconds=10)
+    assert planner.next_due(schedules, NOW + HANDOFF) == nxt
+    first = planner.plan(schedules, nxt, 100)
+    ours = {c.job_name for c in first}
+    assert 0 < len(ours) < 60 and planner.looked_at == len(ours)
+    planner.learn([ClaimResult(c.job_name, c.fire_time, "claimed", None) for c in first])
+    assert planner.next_due(schedules, nxt) == nxt + HANDOFF
+    theirs = {c.job_name for c in planner.plan(schedules, nxt + HANDOFF, 100)}
+    assert theirs == set(schedules) - ours
+
+
 def test_a_late_occurrence_is_anyones_turn_and_alone_every_one_is_ours() -> None:
     schedules = {f"j{i}": Entry.of(record(job_name=f"j{i}")) for i in range(60)}
     late = Planner(turns=Turns("a", ("a", "b", "c")))
