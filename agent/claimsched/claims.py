@@ -183,7 +183,7 @@ class Planner:
     def _wake(self, now: datetime) -> None:
         """Queue the jobs whose next occurrence has come (those whose turn it is first; the
         others wait for their hand-off, without computing anything) or whose hand-off has."""
-        heap, woken = self._heap, []
+        heap, woken = self._heap, list[str]()
         while heap and heap[0] <= now:
             when = heapq.heappop(heap)
             woken.extend(self._handed.pop(when, ()))
