@@ -20,6 +20,7 @@ from .claiming import Claimer
 from .claims import Planner
 from .clock import DbClock
 from .db import (
+    NOTIFY_AGENTS,
     NOTIFY_RUNS,
     NOTIFY_SCHEDULES,
     SCHEMA_VERSION,
@@ -243,6 +244,7 @@ class Agent:
         self._stopping.set()
         self._wake.set()
         self.heartbeat.kick()
+        self.housekeeper.wake()
         if self._listener is not None:
             self._listener.interrupt()
         self.store.give_up_at(end)
@@ -334,5 +336,7 @@ class Agent:
                 if NOTIFY_RUNS in fired:
                     self.claimer.want_reclaim()
                     self.heartbeat.kick()
+                if NOTIFY_AGENTS in fired:
+                    self.housekeeper.wake()  # peers changed
         finally:
             listener.dispose()

@@ -53,6 +53,7 @@ class Housekeeper:
     on_claimable: Callable[[], None]
     on_peers: Callable[[tuple[str, ...]], None]
     _listed: bool = field(init=False, default=False)  # the row holds this agent's job list
+    _wake: threading.Event = field(init=False, default_factory=threading.Event)
 
     @property
     def listed(self) -> bool:
@@ -84,8 +85,16 @@ class Housekeeper:
         if found.claimable:
             self.on_claimable()
 
+    def wake(self) -> None:
+        """Sweep now (an agent came or went: the peers changed), or see that it stops."""
+        self._wake.set()
+
     def loop(self, stopping: threading.Event) -> None:
-        while not stopping.wait(self.period):
+        while True:
+            self._wake.wait(self.period)
+            self._wake.clear()
+            if stopping.is_set():
+                return
             try:
                 self.once()
                 self.health.succeeded()

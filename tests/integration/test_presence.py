@@ -93,3 +93,21 @@ def test_peers_are_the_live_agents_with_the_same_jobs_each_one_among_them(store:
     sql(store.dsn, "UPDATE agents SET last_seen = now() - interval '1 hour' WHERE agent_id = 'e'")
     assert store.housekeeping("b", None, PRESENCE).peers == ("a", "b")  # the row's list counts
     assert store.housekeeping("d", None, PRESENCE).peers == ("a", "b", "d")  # back again
+
+
+def test_an_agent_that_starts_or_stops_is_a_peer_of_the_others_at_once(dsn: str) -> None:
+    """Its peers learn of it by a notification, not at their next sweep (30 s here): until
+    then they would take its turns, or leave theirs to its hand-off."""
+    agents = {name: Agent(dsn, agent_id=name, housekeeping_seconds=30) for name in "ab"}
+    for agent in agents.values():
+        agent.job("j")(lambda run: None)
+    first = agents["a"]
+    first.start()
+    try:
+        agents["b"].start()
+        wait_for(lambda: first.claimer.planner.turns.peers == ("a", "b"), timeout=10)
+        agents["b"].stop()
+        wait_for(lambda: first.claimer.planner.turns.peers == ("a",), timeout=10)
+    finally:
+        for agent in agents.values():
+            agent.stop()

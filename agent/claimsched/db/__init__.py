@@ -1,7 +1,7 @@
 """Everything that talks to Postgres. The only package that imports psycopg."""
 
 from .connection import checked_schema, compose, connect, dsn_parses, redact_dsn, redact_text
-from .listener import NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener, Poller
+from .listener import NOTIFY_AGENTS, NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener, Poller
 from .migrations import SCHEMA_VERSION, ensure_partitions, maintain, migrate, schema_version
 from .owned import OwnedSchedules
 from .roles import AGENT_ROLE, OPERATOR_ROLE, Roles
@@ -11,6 +11,7 @@ from .views import Views
 
 __all__ = [
     "AGENT_ROLE",
+    "NOTIFY_AGENTS",
     "NOTIFY_RUNS",
     "NOTIFY_SCHEDULES",
     "OPERATOR_ROLE",

@@ -22,11 +22,13 @@ from .session import detect_pooling
 #: change's payload names the changed jobs first: `<job> <job> ...` (or `*`: too many), `\n`.
 NOTIFY_SCHEDULES = "claimsched_schedule_names"
 NOTIFY_RUNS = "claimsched_runs"
-CHANNELS = (NOTIFY_SCHEDULES, NOTIFY_RUNS)
+NOTIFY_AGENTS = "claimsched_agents"  # an agent came or went: peers changed (turns.py)
+CHANNELS = (NOTIFY_SCHEDULES, NOTIFY_RUNS, NOTIFY_AGENTS)
 
 
 class Listener:
-    """A dedicated connection that LISTENs for schedule changes and runs wanting an owner.
+    """A dedicated connection that LISTENs for schedule changes, runs wanting an owner and
+    agents that came or went.
 
     It blocks in select() on the connection's socket (no polling while idle); `interrupt()`
     wakes it through a socket pair, for a prompt shutdown. After a reconnection (the database

@@ -57,13 +57,13 @@ BEGIN
 END
 $$;
 
--- The versions from before peers (migration 0012): no `peers` result column.
+-- The versions from before peers (migration 0012): no `joined` result column.
 DO $$
 DECLARE
     f regprocedure;
 BEGIN
     FOR f IN SELECT c.f FROM pg_temp.cs_functions c
-             WHERE c.name = 'cs_housekeeping' AND NOT 'peers' = ANY (c.argnames)
+             WHERE c.name = 'cs_housekeeping' AND NOT 'joined' = ANY (c.argnames)
     LOOP
         EXECUTE format('DROP FUNCTION %s', f);
     END LOOP;
@@ -397,14 +397,16 @@ $$;
 -- Which runs are this agent's to take is read from its row, as a filter over the few jobs
 -- that have such runs (OFFSET 0: the list must not become 100,000 index probes).
 -- `peers`: the live agents with the same job list (its digest, written with the list), the
--- caller among them, sorted; each occurrence's first claimer is one of them (turns.py).
+-- caller among them, sorted; each occurrence's first claimer is one of them (turns.py). An
+-- agent that was not a live peer before this call (new, back, or with another list) NOTIFYs
+-- claimsched_agents: the others sweep at once, to learn of it (`joined`).
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_housekeeping(
     p_agent_id text, p_hostname text, p_pod text, p_namespace text, p_handlers text[],
     p_version text, p_ttl_seconds integer, p_tzdata text)
 RETURNS TABLE (present bigint, orphaned bigint, exhausted bigint, overdue bigint,
                claimable boolean, notified boolean, db_now timestamptz, system_identifier text,
-               timeline integer, durability text, peers text[])
+               timeline integer, durability text, joined boolean, peers text[])
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
@@ -460,6 +462,13 @@ SELECT (SELECT count(*) FROM presence p WHERE cardinality(p.handlers) > 0),
             THEN pg_notify('claimsched_runs', current_schema())::text = '' END,
        now(),
        i.system_identifier, i.timeline, i.durability,
+       -- A peer is new (or back): wake the other agents, whose peers changed.
+       CASE WHEN NOT EXISTS (
+                SELECT 1 FROM agents a
+                WHERE a.agent_id = p_agent_id AND a.stopped_at IS NULL
+                  AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
+                  AND a.handlers_digest = (SELECT p.handlers_digest FROM presence p))
+            THEN pg_notify('claimsched_agents', current_schema())::text = '' END,
        ARRAY(SELECT p_agent_id
              UNION
              SELECT a.agent_id FROM agents a
@@ -487,7 +496,7 @@ RETURNING r.id;
 END
 $$;
 
--- Graceful shutdown: this agent is gone.
+-- Graceful shutdown: this agent is gone (its peers are told, to take over its turns).
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_agent_stopped(p_agent_id text)
 RETURNS TABLE (agent_id text)
@@ -497,6 +506,7 @@ BEGIN
 RETURN QUERY
 UPDATE agents a SET stopped_at = now(), last_seen = now() WHERE a.agent_id = p_agent_id
 RETURNING a.agent_id;
+PERFORM pg_notify('claimsched_agents', current_schema());  -- its peers sweep: one fewer
 END
 $$;
 
