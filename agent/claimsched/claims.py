@@ -365,19 +365,35 @@ class Planner:
         return skipped + [run(t) for t in newest]
 
     def learn(self, results: Iterable[ClaimResult]) -> set[str]:
-        """Advance cursors over settled occurrences; returns the outcomes that blocked a job."""
+        """Advance cursors over settled occurrences; returns the outcomes that blocked a job.
+
+        A job whose every proposed occurrence settled waits at once under its next one (if
+        that has come already, the next pass looks at it): no pass looks at it again to find
+        out. A blocked job stays first in the queue, to be proposed again."""
         blocked: dict[str, str] = {}
         results = sorted(results, key=lambda r: (r.job_name, r.fire_time))
         free = sum(r.outcome != "taken" for r in results)
         self.spread = min(len(results) / free, MAX_SPREAD) if free else (
             MAX_SPREAD if results else 1.0)
+        settled: list[str] = []
         for result in results:
-            if result.job_name in blocked:
+            name = result.job_name
+            if name in blocked:
                 continue
             if result.outcome in SETTLED:
-                self.cursors[result.job_name] = self._shared(result.fire_time)
+                if not settled or settled[-1] != name:
+                    settled.append(name)
+                self.cursors[name] = self._shared(result.fire_time)
             else:
-                blocked[result.job_name] = result.outcome
+                blocked[name] = result.outcome
+        for name in settled:
+            entry = self._seen.get(name)
+            if name in blocked or entry is None or name not in self._queued:
+                continue
+            self._queued.discard(name)
+            nxt = entry.shape.schedule.next_after(self.cursors[name])
+            if nxt is not None:
+                self._wait_until(name, nxt)
         return set(blocked.values())
 
     def next_due(

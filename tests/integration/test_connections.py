@@ -14,7 +14,7 @@ from psycopg.conninfo import make_conninfo
 
 from claimsched import Agent
 from claimsched.cli import main
-from claimsched.db import NOTIFY_RUNS, NOTIFY_SCHEDULES, Store
+from claimsched.db import NOTIFY_AGENTS, NOTIFY_RUNS, NOTIFY_SCHEDULES, Store
 from claimsched.errors import ConfigurationError, DatabaseError, DatabaseUnavailable
 from claimsched.records import Lease
 from claimsched.tools.postgres import TemporaryPostgres
@@ -226,7 +226,7 @@ def test_the_listener_listens_again_after_a_restart_and_reports_what_it_missed()
             # connected and listening again: notifications sent meanwhile are lost, so it says
             # that anything may have happened
             wait_for(
-                lambda: after_restart() == {NOTIFY_RUNS, NOTIFY_SCHEDULES},
+                lambda: after_restart() == {NOTIFY_RUNS, NOTIFY_SCHEDULES, NOTIFY_AGENTS},
                 "the listener to report what it missed",
                 timeout=10,
             )
