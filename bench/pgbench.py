@@ -38,7 +38,10 @@ RETURNING id;
 """
 
 
-_SINCE = "array_fill((SELECT max(active_since) FROM job_schedule), ARRAY[{batch}])"
+# Every schedule's active_since (prepare() sets it), as a literal: an agent sends the version it
+# holds, it does not read it for each statement.
+SINCE = "2000-01-01 00:00:00+00"
+_SINCE = "array_fill('{since}'::timestamptz, ARRAY[{batch}])"
 
 
 def script(kind: str, batch: int, jobs: int) -> str:
@@ -55,7 +58,7 @@ def script(kind: str, batch: int, jobs: int) -> str:
         "reasons": f"array_fill(NULL::text, ARRAY[{batch}])",
         "latest": f"array_fill(true, ARRAY[{batch}])",
         # prepare() gives every schedule one active_since: the version candidates carry
-        "since": _SINCE.format(batch=batch),
+        "since": _SINCE.format(since=SINCE, batch=batch),
         "capacity": str(batch),
         "agent_id": "'pgbench'",
     }.items():
@@ -67,16 +70,14 @@ def script(kind: str, batch: int, jobs: int) -> str:
 
 
 def prepare(cluster: Cluster, jobs: int) -> None:
-    """Schedules for the claim script (Allow: no Forbid look-up), active for a month."""
+    """Schedules for the claim script (Allow: no Forbid look-up), active since SINCE."""
     with _connect(cluster) as conn:
         conn.execute(
             sql.INSERT_SCHEDULES,
             {"prefix": "c", "schedule": "@every 1s", "enabled": True, "count": jobs,
              "policy": "Allow", "catch_up": "Latest"},
         )
-        conn.execute(
-            "UPDATE claimsched.job_schedule SET active_since = now() - interval '30 days'"
-        )
+        conn.execute("UPDATE claimsched.job_schedule SET active_since = %s", [SINCE])
 
 
 def _connect(cluster: Cluster) -> Any:

@@ -132,6 +132,11 @@ $$;
 -- a long catch-up never fills the server's lock table; the rest are inserted without the
 -- lock, as before, and may wait.
 -- A job outside the caller's scope (cs_agent_scope()) is as unknown to it: 'inactive'.
+-- Every table is read by index (enable_seqscan off; OFFSET 0 keeps the taken probe a probe):
+-- the candidates are few and the tables large, whatever their statistics said when the session
+-- planned the statement (it keeps the plan). A plan made while job_runs or job_schedule was
+-- small (a new database) hashed or scanned the whole table for every claim, a cost that grew
+-- with every run recorded (pgbench: a scan of all runs per statement).
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_claim(
     p_agent_id text, p_capacity integer, p_jobs text[], p_fire_times timestamptz[],
@@ -140,7 +145,8 @@ RETURNS TABLE (job_name text, fire_time timestamptz, outcome text, id bigint, at
                lease_token uuid, lease_until timestamptz, started_at timestamptz,
                lease_seconds integer, heartbeat_seconds integer, max_attempts integer,
                retry_on_failure boolean, notified boolean, db_now timestamptz)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp
+    SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
     v_scope text[] := cs_agent_scope();
@@ -157,8 +163,9 @@ WITH cand AS (
                    THEN 'inactive'
                WHEN c.since IS DISTINCT FROM s.active_since THEN 'stale'
                WHEN c.fire_time > now() THEN 'not_due'
-               WHEN EXISTS (SELECT 1 FROM job_runs r
-                            WHERE r.job_name = c.job_name AND r.fire_time = c.fire_time)
+               WHEN EXISTS (SELECT 1 FROM job_runs r  -- one index probe per candidate
+                            WHERE r.job_name = c.job_name AND r.fire_time = c.fire_time
+                            OFFSET 0)
                    THEN 'taken'
                ELSE c.want
            END AS first_verdict
