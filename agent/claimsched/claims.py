@@ -112,8 +112,11 @@ class Entry:
         if other is None:
             return False
         mine, theirs = self.shape.schedule, other.shape.schedule
-        return (mine.expression, mine.time_zone, self.active_from) == (
-            theirs.expression, theirs.time_zone, other.active_from)
+        if (mine.expression, mine.time_zone) != (theirs.expression, theirs.time_zone):
+            return False
+        if self.since == other.since and self.shape.suspend_until == other.shape.suspend_until:
+            return True  # without building instants (a bulk change compares 10,000s of entries)
+        return self.active_from == other.active_from
 
 
 @dataclass
@@ -144,6 +147,8 @@ class Planner:
     _heap: list[datetime] = field(default_factory=list)  # the keys of both (an instant once each)
     _seen: Mapping[str, Entry] = field(default_factory=dict)
     _times: dict[datetime, datetime] = field(default_factory=dict)  # equal instants, shared
+    _horizons: dict[int, datetime] = field(default_factory=dict)  # per catch-up window, at:
+    _horizons_at: datetime | None = None
 
     def forget(self) -> None:
         """Start over (after an outage): every job looks back over its catch-up window."""
@@ -324,8 +329,11 @@ class Planner:
             return []
         # The window bounds how far back missed occurrences are caught up; an occurrence that is
         # only a little late (inside the misfire grace) is on time, even with a window of 0.
-        horizon = now - max(timedelta(seconds=shape.catch_up_window_seconds), self.misfire_grace)
-        lower = max(self.cursors.get(name, horizon), horizon, entry.active_from)
+        horizon = self._horizon(shape.catch_up_window_seconds, now)
+        since = entry.active_since
+        until = shape.suspend_until
+        active_from = since if until is None else max(since, until)
+        lower = max(self.cursors.get(name, horizon), horizon, active_from)
         due = shape.schedule.between(lower, now, limit=MAX_PER_PASS + 1)
         if not due:
             # Nothing in (lower, now]: nothing is due before the next occurrence after `lower`.
@@ -338,7 +346,18 @@ class Planner:
             # A backlog longer than one pass: settle its oldest part first (the next pass goes
             # on at once), so that no occurrence inside the window is ever passed over silently.
             due = [t for t in shape.schedule.upcoming(lower, MAX_PER_PASS) if t <= now]
-        return self._candidates(name, shape, entry.active_since, due, latest, now)
+        return self._candidates(name, shape, since, due, latest, now)
+
+    def _horizon(self, window_seconds: int, now: datetime) -> datetime:
+        """How far back a job with this catch-up window looks now (jobs share a few windows:
+        each is computed once per `now`)."""
+        if self._horizons_at != now:
+            self._horizons_at, self._horizons = now, {}
+        horizon = self._horizons.get(window_seconds)
+        if horizon is None:
+            horizon = now - max(timedelta(seconds=window_seconds), self.misfire_grace)
+            self._horizons[window_seconds] = horizon
+        return horizon
 
     def _candidates(self, name: str, shape: Shape, since: datetime, due: list[datetime],
                     latest: datetime, now: datetime) -> list[Candidate]:
