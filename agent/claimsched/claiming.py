@@ -35,6 +35,7 @@ NOT_DUE_WAIT = 0.01  # seconds before asking again when the database said "not d
 # inserting: by then it has committed (taken) or rolled back (ours to win), in all likelihood.
 CONTENDED_WAIT = 0.1
 FULL_WAIT = 5.0  # seconds to sleep with every slot busy; a freed slot wakes the loop earlier
+LOST = frozenset({"taken", "contended"})  # races another replica won or is winning
 
 
 @dataclass
@@ -175,10 +176,16 @@ class Claimer:
             return 0.0  # stopping: the loop ends
         db_now, results = claimed
         self.clock.observe(db_now, sent, time.time())
+        lost = 0
         for result in results:
+            if result.outcome in LOST:
+                lost += 1
+                continue
             metrics.CLAIMS.labels(result.job_name, result.outcome).inc()
             if result.lease is not None:
                 self._start(result.lease, "claimed")
+        if lost:
+            metrics.CLAIMS_LOST.inc(lost)
         blocked = self.planner.learn(results)
         if "stale" in blocked:  # the schedule changed since we read it: read it, plan again
             self.schedules_changed({r.job_name for r in results if r.outcome == "stale"})

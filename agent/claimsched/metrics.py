@@ -175,8 +175,14 @@ _NOT_SERVED = _NotServed()
 
 CLAIMS = Counter(
     "claimsched_claims",
-    "Claim outcomes of due occurrences (won, lost, skipped, ...)",
+    "Claim outcomes of due occurrences (won, skipped, no capacity, ...), races lost aside",
     ("job", "outcome"),
+)
+# A race lost is the usual outcome for all replicas but one: per job, its series would be one per
+# job and replica (100,000 jobs: megabytes per agent, and as many series to scrape).
+CLAIMS_LOST = Counter(
+    "claimsched_claims_lost",
+    "Occurrences another replica claimed first (taken) or was claiming (contended)",
 )
 RUNS = Counter("claimsched_runs", "Finished runs by status", ("job", "status"))
 FIRE_TO_START = Histogram(

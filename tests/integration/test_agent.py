@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 import time
 import urllib.request
@@ -333,3 +334,26 @@ def test_a_run_that_ends_does_not_wake_the_claim_loop_when_no_work_waits_for_a_s
     # Each wake-up is a planner pass over every due job: with slots free and nothing due, an
     # ending run gives the loop nothing to do (it would have woken it within milliseconds).
     assert not woken.wait(1.0)
+
+
+def test_races_lost_are_one_count_per_agent_not_a_series_per_job(
+    dsn: str, agents: list[Agent]
+) -> None:
+    """With 100,000 jobs, a series per job and lost race was megabytes per agent."""
+    port = free_port()
+    watched = make(agents, dsn, metrics_port=port)
+    other = make(agents, dsn, name="b")
+    for agent in (watched, other):
+        agent.job("tick", schedule="@every 1s")(lambda run: None)
+        agent.start()
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as response:
+            return str(response.read().decode())
+
+    def lost() -> str | None:
+        text = scrape()
+        return text if re.search(r"^claimsched_claims_lost_total [1-9]", text, re.M) else None
+
+    text = wait_for(lost, what="a race lost to the other agent", timeout=20)
+    assert 'outcome="taken"' not in text and 'outcome="contended"' not in text
