@@ -129,10 +129,12 @@ LEFT JOIN LATERAL (
     FROM (
         SELECT r.status, r.kind, r.fire_time, r.orphan_count, r.error FROM job_runs r
         WHERE r.job_name = j.job_name AND r.fire_time > j.scan_from
+        UNION ALL  -- the older running and orphaned runs, from their partial indexes
+        SELECT r.status, r.kind, r.fire_time, r.orphan_count, r.error FROM job_runs r
+        WHERE r.job_name = j.job_name AND r.status = 'running' AND r.fire_time <= j.scan_from
         UNION ALL
         SELECT r.status, r.kind, r.fire_time, r.orphan_count, r.error FROM job_runs r
-        WHERE r.job_name = j.job_name AND r.status IN ('running', 'orphaned')
-          AND r.fire_time <= j.scan_from
+        WHERE r.job_name = j.job_name AND r.status = 'orphaned' AND r.fire_time <= j.scan_from
     ) r
 ) c ON true
 LEFT JOIN LATERAL (
