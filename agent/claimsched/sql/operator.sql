@@ -45,17 +45,16 @@ SELECT i.system_identifier, current_database() FROM database_identity() i
 -- the counters read (inlined, every FILTER recomputed them from now()).
 WITH jobs AS MATERIALIZED (
     SELECT w.*, least(w.settled_to, w.day_ago) AS scan_from,
-           w.known_to IS NOT NULL AND e.epoch = %(known_epoch)s::bigint
+           w.known_to IS NOT NULL AND w.history_epoch = %(known_epoch)s::bigint
                AND w.known_from <= w.history_start AND w.history_start <= w.known_to
-               AND w.known_to <= w.settled_to AS incremental,
-           e.epoch AS history_epoch
+               AND w.known_to <= w.settled_to AS incremental
     FROM (
         SELECT b.*,
                greatest(b.history_start,
                         least(b.day_ago, b.settled_end - interval '1 hour')) AS settled_to
         FROM (
             SELECT s.job_name, s.enabled, s.active_since, s.suspend_until, d.day_ago,
-                   k.known_from, k.known_to,
+                   k.known_from, k.known_to, d.history_epoch,
                    greatest(s.active_since, s.suspend_until, d.day_ago) AS day_start,
                    greatest(s.active_since, s.suspend_until, d.retained) AS history_start,
                    least(greatest(s.active_since, s.suspend_until, d.retained), d.day_ago)
@@ -71,9 +70,10 @@ WITH jobs AS MATERIALIZED (
                         %(known_to)s::timestamptz[]) AS k(job_name, known_from, known_to)
             JOIN job_schedule s ON s.job_name = k.job_name,
                  (SELECT now() - interval '24 hours' AS day_ago,
-                         now() - make_interval(days => %(retention_days)s) AS retained) d
+                         now() - make_interval(days => %(retention_days)s) AS retained,
+                         (SELECT epoch FROM history_epoch) AS history_epoch) d
         ) b
-    ) w, history_epoch e
+    ) w
 )
 SELECT j.job_name, j.enabled, j.active_since, j.suspend_until, j.day_start, j.history_start,
        j.settled_end, j.settled_to, j.incremental AS settled_incremental, j.history_epoch,
