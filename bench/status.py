@@ -73,16 +73,17 @@ def run(
         try:
             for size in sizes:
                 subset = dict(list(parsed.items())[:size])
-                counter = status.OccurrenceCounter()
+                counter, history = status.OccurrenceCounter(), status.SettledHistory()
                 before = db.statements(sql.OPERATOR_ROLE)
                 began = time.perf_counter()
-                observed = status.refresh(owned, subset, counter, 90)
+                observed = status.refresh(owned, subset, counter, 90, history=history)
                 cold = time.perf_counter() - began
                 after_cold = db.statements(sql.OPERATOR_ROLE)
                 warm = []
                 for _ in range(refreshes):
                     began = time.perf_counter()
-                    observed = status.refresh(owned, subset, counter, 90, observed)
+                    observed = status.refresh(owned, subset, counter, 90, observed,
+                                                  history=history)
                     warm.append(time.perf_counter() - began)
                 after = db.statements(sql.OPERATOR_ROLE)
                 cold_kinds = per_fire(after_cold.since(before), 1)

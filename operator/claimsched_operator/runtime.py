@@ -14,6 +14,7 @@ from . import metrics, status
 from .catalog import Catalog, Entry
 from .databases import DEFAULT, Databases
 from .health import HealthServer
+from .history import SettledHistory
 from .kubeapi import KubeApi
 from .settings import OperatorSettings
 
@@ -29,6 +30,7 @@ class Runtime:
     kube: KubeApi
     catalog: Catalog = field(default_factory=Catalog)
     counter: status.OccurrenceCounter = field(default_factory=status.OccurrenceCounter)
+    histories: dict[str, SettledHistory] = field(default_factory=dict)  # by database
     series: metrics.ScheduleSeries = field(default_factory=metrics.ScheduleSeries)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     health: HealthServer | None = None
@@ -43,7 +45,8 @@ class Runtime:
     def refresh_once(self) -> None:
         """Refresh every database's observations (blocking; runs in a worker thread)."""
         kept: set[tuple[str, str, str]] = set()
-        for key, entries in self.catalog.by_database().items():
+        by_database = self.catalog.by_database()
+        for key, entries in by_database.items():
             kept.update(_series_key(e) for e in entries)
             database = self.databases.existing(key)
             if database is None:
@@ -56,7 +59,7 @@ class Runtime:
             try:
                 observed = status.refresh(
                     database.owned, schedules, self.counter, self.config.retention_days,
-                    previous, alerting,
+                    previous, alerting, self.histories.setdefault(key, SettledHistory()),
                 )
             except ClaimschedError as exc:
                 log.warning("status refresh of database %s failed: %s", key, exc,
@@ -69,6 +72,8 @@ class Runtime:
             self.series.update({_series_key(e): _numbers(observed[e.job_name])
                                 for e in entries if e.job_name in observed})
         self.series.keep_only(kept)
+        for gone in self.histories.keys() - by_database.keys():
+            del self.histories[gone]
 
     async def _refresh_loop(self) -> None:
         interval = self.config.status_interval_seconds

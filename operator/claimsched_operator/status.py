@@ -16,6 +16,7 @@ from typing import Any
 from claimsched.db import OwnedSchedules, redact_text
 from claimsched.schedules import Schedule
 
+from .history import SettledHistory
 from .models import FailedRuns, LastRun, MissedRuns, ObservedStatus, OrphanedRuns, rfc3339
 
 log = logging.getLogger("claimsched.operator.status")
@@ -293,22 +294,28 @@ def refresh(
     retention_days: int,
     previous: Mapping[str, Observation] | None = None,
     alerting: Mapping[str, tuple[Alerting, bool]] | None = None,
+    history: SettledHistory | None = None,
 ) -> dict[str, Observation]:
     """Observe every job of one database with one statement; `previous` is what the last
     refresh observed (unchanged jobs keep their observation), `alerting` each job's alert
-    settings and whether its resource's status said failing (default: none, and no)."""
+    settings and whether its resource's status said failing (default: none, and no),
+    `history` this database's settled history as of the last refresh (default: counted
+    afresh)."""
     if not schedules:
         return {}
     before = previous or {}
+    settled = history if history is not None else SettledHistory()
     found: dict[str, Observation] = {}
     with _collection_paused():  # the rows go before it resumes: it looks at fewer objects
-        for row in owned.status_rows(sorted(schedules), retention_days):
+        for row in owned.status_rows(settled.known(sorted(schedules)), retention_days):
+            settled.complete(row)
             schedule = schedules.get(row["job_name"])
             if schedule is None:
                 continue
             settings, failing = (alerting or {}).get(row["job_name"], (Alerting(), False))
             found[row["job_name"]] = observe(row, schedule, counter,
                                              before.get(row["job_name"]), settings, failing)
+    settled.finish()
     return found
 
 

@@ -259,7 +259,9 @@ def test_the_operator_role_does_what_the_operator_and_the_cli_do(
         assert owned.sync(spec).outcome == "created"
         assert owned.trigger("billing", "key-1") is not None
         assert operator.request_runs("billing", [past(3600)], "backfill")
-        assert owned.status_rows(["billing"], 90)[0]["job_name"] == "billing"
+        assert owned.status_rows(
+            {"jobs": ["billing"], "known_from": [None], "known_to": [None],
+             "known_epoch": None}, 90)[0]["job_name"] == "billing"
         assert owned.database()[1] == conninfo_to_dict(dsn)["dbname"]  # which database it is
         assert owned.release("team-a/billing") == "billing"
         cli = JobSpec(job_name="billing", schedule="@hourly", source="cli")

@@ -148,6 +148,8 @@ def _maintain(conn: psycopg.Connection[Any], retention_days: int) -> dict[str, A
             conn.execute(_DROP.format(sql.Identifier(name)))
             dropped.append(name)
     purged = conn.execute(_PURGE_DEFAULT.format(sql.Literal(horizon))).rowcount
+    if dropped or purged:
+        conn.execute(query("history_changed"))
     effects = conn.execute(query("expire_effects"), {"days": retention_days}).rowcount
     agents = conn.execute(query("forget_agents")).rowcount
     return {

@@ -4,7 +4,7 @@ counters at once, and turn a trigger annotation into one manual run."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +13,7 @@ from psycopg.rows import dict_row
 from ..errors import DatabaseConflict, UnknownJob
 from ..records import Written
 from ..specs import JobSpec
+from .arrays import literal
 from .queries import query
 from .store import Store
 
@@ -41,10 +42,14 @@ class OwnedSchedules:
         assert row is not None
         return str(row[0]), str(row[1])
 
-    def status_rows(self, jobs: Sequence[str], retention_days: int) -> list[dict[str, Any]]:
+    def status_rows(self, known: Mapping[str, Any], retention_days: int) -> list[dict[str, Any]]:
         """One row per given job with a schedule row: its counters, latest runs and live
-        agents (the columns of sql/operator.sql's operator_status), in one statement."""
-        params = {"jobs": list(jobs), "retention_days": retention_days}
+        agents (the columns of sql/operator.sql's operator_status), in one statement. `known`:
+        the jobs and, for each, the settled history range counted before (`known_from`,
+        `known_to`, None: none) and the history epoch it was counted at (`known_epoch`)."""
+        params = {"jobs": literal(known["jobs"]), "known_from": literal(known["known_from"]),
+                  "known_to": literal(known["known_to"]), "known_epoch": known["known_epoch"],
+                  "retention_days": retention_days}
         with self.store.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             return list(cur.execute(query("operator_status"), params))
 

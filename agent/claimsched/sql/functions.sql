@@ -615,6 +615,9 @@ RETURNS TABLE (id bigint, fire_time timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
+IF p_kind = 'backfill' THEN  -- past occurrences: an operator's counts of settled history are void
+    UPDATE history_epoch SET epoch = epoch + 1;
+END IF;
 RETURN QUERY
 INSERT INTO job_runs (job_name, fire_time, kind, status, attempt)
 SELECT s.job_name, f.fire_time, p_kind, 'pending', 0

@@ -225,6 +225,11 @@ ORDER BY last_seen DESC
 -- Maintenance: drop presence rows of agents gone for a day.
 DELETE FROM agents WHERE last_seen < now() - interval '1 day'
 
+-- name: history_changed
+-- Maintenance dropped or purged runs: counts of settled history kept by an operator are void
+-- (migration 0013).
+UPDATE history_epoch SET epoch = epoch + 1
+
 -- name: expire_effects
 -- Maintenance: drop receipts older than the retention period.
 DELETE FROM job_effects WHERE fire_time < now() - make_interval(days => %(days)s)
