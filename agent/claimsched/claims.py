@@ -212,13 +212,7 @@ class Planner:
         return ours
 
     def _hand_off(self, names: list[str], when: datetime) -> None:
-        handed = self._handed.get(when)
-        if handed is None:
-            when = self._shared(when)
-            self._handed[when] = handed = []
-            if when not in self._waiting:
-                heapq.heappush(self._heap, when)
-        handed.extend(names)
+        self._park(self._handed, names, when)
 
     def _shared(self, when: datetime) -> datetime:
         """`when`, or an equal instant already held (daily jobs share their minutes)."""
@@ -227,13 +221,19 @@ class Planner:
         return self._times.setdefault(when, when)
 
     def _wait_until(self, name: str, when: datetime) -> None:
-        waiting = self._waiting.get(when)
-        if waiting is None:
+        self._park(self._waiting, [name], when)
+
+    def _park(self, under: dict[datetime, list[str]], names: list[str], when: datetime) -> None:
+        """Put jobs under an instant of `_waiting` or `_handed`; the heap holds each instant
+        of either once."""
+        parked = under.get(when)
+        if parked is None:
             when = self._shared(when)
-            self._waiting[when] = waiting = []
-            if when not in self._handed:
+            under[when] = parked = []
+            other = self._handed if under is self._waiting else self._waiting
+            if when not in other:
                 heapq.heappush(self._heap, when)
-        waiting.append(name)
+        parked.extend(names)
 
     def plan(
         self,
