@@ -118,7 +118,7 @@ class Agent:
             lambda leases: store.heartbeat(agent_id, leases), self.workers, self.health
         )
         about = presence(self.settings.housekeeping_seconds)
-        turns = Turns(agent_id)
+        turns = Turns(agent_id, handoff=timedelta(seconds=self.settings.handoff_seconds))
         self.housekeeper = Housekeeper(
             lambda listed: store.housekeeping(agent_id, self.handlers if listed else None, about),
             period=self.settings.housekeeping_seconds,

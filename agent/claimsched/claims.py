@@ -29,7 +29,7 @@ from weakref import WeakValueDictionary
 from .records import Candidate, ClaimResult
 from .schedules import Schedule
 from .specs import ScheduleRecord
-from .turns import HANDOFF, Turns
+from .turns import Turns
 
 MAX_PER_PASS = 100
 MAX_SPREAD = 16  # at most this many times the usual proposals when other replicas took most
@@ -201,7 +201,7 @@ class Planner:
         """Of these jobs with an occurrence at `when`, those whose turn it is first; the
         others wait for its hand-off (turns.py). Late, every one is ours."""
         turns = self.turns
-        handoff = when + HANDOFF
+        handoff = when + turns.handoff
         if not turns.shared or now >= handoff:
             return names
         at = micros(when)
@@ -308,7 +308,7 @@ class Planner:
         if not turns.shared:
             return False
         newest = job[-1].fire_time
-        handoff = newest + HANDOFF
+        handoff = newest + turns.handoff
         if now >= handoff or turns.first(name, micros(newest)):
             return False
         self._hand_off([name], handoff)

@@ -196,7 +196,13 @@ class AgentSettings:
             bool, True, "Apply pending migrations at start (needs DDL rights). Default true."
         ),
         "housekeeping_seconds": seconds(30.0, "Presence refresh and reaper period.", positive=True),
-        "jitter_seconds": seconds(0.02, "Random delay added to each wake-up."),
+        "jitter_seconds": seconds(
+            0.02, "Random delay added to each wake-up while no peers take turns."
+        ),
+        "handoff_seconds": seconds(
+            0.25, "How long replicas leave an occurrence to its first claimer (the peer whose "
+            "turn it is); 0: every replica claims it at once."
+        ),
         "shutdown_grace_seconds": seconds(
             20.0, "On SIGTERM, how long running handlers may finish."
         ),
@@ -232,6 +238,7 @@ class AgentSettings:
     migrate: bool
     housekeeping_seconds: float
     jitter_seconds: float
+    handoff_seconds: float
     shutdown_grace_seconds: float
     start_timeout_seconds: float
     retry_backoff_seconds: float

@@ -2,8 +2,8 @@
 
 The replicas of one deployment (agents whose presence rows list the same jobs: their peers, as
 housekeeping reads them) agree on a first claimer for every occurrence, `peers[crc32(job, fire
-time) % len(peers)]`. It proposes the occurrence at its instant; every other peer only `HANDOFF`
-later, and only if the occurrence is still unclaimed then (its first claimer is busy, gone, or
+time) % len(peers)]`. It proposes the occurrence at its instant; every other peer only a hand-off
+later (`handoff_seconds`, HANDOFF by default), and only if the occurrence is still unclaimed then (its first claimer is busy, gone, or
 does not know of them yet). So work spreads over the replicas by a hash rather than by who wakes
 first, and replicas do not race for each occurrence at its instant.
 
@@ -24,15 +24,17 @@ HANDOFF = timedelta(seconds=0.25)
 @dataclass
 class Turns:
     """This agent's id and its peers (sorted, itself among them; set by housekeeping, from
-    another thread: one assignment). With no peers known, every occurrence is its turn."""
+    another thread: one assignment). With no peers known, or no hand-off, every occurrence is
+    its turn (replicas then race for each, spread by a jitter only)."""
 
     me: str
     peers: tuple[str, ...] = ()
+    handoff: timedelta = HANDOFF
 
     @property
     def shared(self) -> bool:
         """Whether other replicas share the jobs (turns then order the proposals)."""
-        return len(self.peers) > 1
+        return len(self.peers) > 1 and self.handoff > timedelta(0)
 
     def seen(self, peers: tuple[str, ...]) -> None:
         """The peers as housekeeping read them now."""
