@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from . import metrics
-from .claims import SETTLED, Entry, Planner, micros
+from .claims import SETTLED, Entry, Planner, Sharing, micros
 from .clock import DbClock
 from .db import Store
 from .errors import DatabaseError
@@ -311,17 +311,17 @@ class Claimer:
         """The entries of these schedules (all of them are read at once when that is most of
         them), and the source and owner of the declared ones among them. Each row becomes an
         entry as it comes (an agent never holds 100,000 rows), keyed by the handler's own
-        name string (not a copy per map)."""
+        name string (not a copy per map); equal entries are one object."""
         everything = len(names) * 2 > len(self._schedules) and len(names) > 1000
         entries: dict[str, Entry] = {}
         owners: dict[str, tuple[str, str | None]] = {}
-        instants: dict[int, int] = {}
+        shared = Sharing()
         handlers = self.names
         for record in self.store.each_schedule(None if everything else sorted(names)):
             name = record.job_name
             if name in names:
                 name = handlers[bisect_left(handlers, name)]
-                entries[name] = Entry.of(record, instants)
+                entries[name] = Entry.of(record, shared)
                 if name in self.declared:
                     owners[name] = (record.source, record.owner)
         return entries, owners
