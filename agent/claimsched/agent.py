@@ -15,7 +15,7 @@ from datetime import timedelta
 from types import FrameType, TracebackType
 from typing import Any, TypeVar
 
-from . import metrics
+from . import memory, metrics
 from .claiming import Claimer
 from .claims import Planner
 from .clock import DbClock
@@ -69,6 +69,7 @@ class Agent:
         if agent_id is not None:
             changes["agent_id"] = agent_id
         self.settings = AgentSettings(**{**base.as_dict(), **changes})
+        memory.keep_large_blocks_apart()  # before the app registers 100,000 handlers
         if pool is None and self.settings.dsn is None:
             raise ConfigurationError("no database: pass dsn= or pool=, or set CLAIMSCHED_DSN")
         self.agent_id = self.settings.agent_id or (
