@@ -30,6 +30,7 @@ from .db import (
 )
 from .effects import Effects
 from .errors import ClaimschedError, ConfigurationError, DatabaseError
+from .handlers import Handlers
 from .health import DatabaseHealth, retry_away, retry_conflicts
 from .heartbeat import Heartbeat
 from .housekeeping import Housekeeper, presence
@@ -93,7 +94,7 @@ class Agent:
         )
         self.log = AgentLog(logging.getLogger("claimsched.agent"), {"agent": self.agent_id})
         self.clock = DbClock()
-        self._handlers: dict[str, Handler] = {}
+        self._handlers = Handlers()
         self._declared: dict[str, JobSpec] = {}
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -160,9 +161,8 @@ class Agent:
             raise ConfigurationError("register jobs before the agent starts")
 
         def register(handler: H) -> H:
-            if name in self._handlers:
+            if not self._handlers.add(name, handler):
                 raise ConfigurationError(f"job {name!r} already has a handler")
-            self._handlers[name] = handler
             if schedule is not None:
                 self._declared[name] = declared
             return handler

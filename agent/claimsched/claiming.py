@@ -12,7 +12,6 @@ import logging
 import random
 import threading
 import time
-from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -23,11 +22,12 @@ from .claims import SETTLED, Entry, Planner, Sharing, micros
 from .clock import DbClock
 from .db import Store
 from .errors import DatabaseError
+from .handlers import Handlers
 from .health import DatabaseHealth, retry_conflicts
 from .logs import AgentLog
 from .records import Lease, describe_owner, released
 from .specs import JobSpec
-from .workers import Handler, Workers
+from .workers import Workers
 
 RETRY_WAIT = 0.5  # seconds before retrying an occurrence that was deferred (Forbid, busy)
 NOT_DUE_WAIT = 0.01  # seconds before asking again when the database said "not due yet"
@@ -51,7 +51,7 @@ class Claimer:
 
     store: Store
     agent_id: str
-    handlers: Mapping[str, Handler]
+    handlers: Handlers
     listed: Callable[[], bool]
     declared: Mapping[str, JobSpec]
     workers: Workers
@@ -70,7 +70,6 @@ class Claimer:
     _dirty: bool = field(init=False, default=True)  # any schedule may have changed
     _changed: set[str] = field(init=False, default_factory=set)  # these have (NOTIFY named them)
     _changed_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
-    _names: list[str] = field(init=False, default_factory=list)
     _reclaim: bool = field(init=False, default=True)  # look for runs that want an owner
     _catch_up: bool = field(init=False, default=False)  # look back over the catch-up windows
     _next_retry: float | None = field(init=False, default=None)  # monotonic
@@ -80,11 +79,9 @@ class Claimer:
 
     @property
     def names(self) -> list[str]:
-        """The handlers' jobs, sorted (kept: with 100,000 jobs, sorting them for every reclaim
-        statement was a cost of its own; handlers are only ever added, before the start)."""
-        if len(self._names) != len(self.handlers):
-            self._names = sorted(self.handlers)
-        return self._names
+        """The handlers' jobs, sorted (kept so: with 100,000 jobs, sorting them for every
+        reclaim statement was a cost of its own)."""
+        return self.handlers.names
 
     # -- what wakes the loop -----------------------------------------------------------------
 
@@ -316,11 +313,10 @@ class Claimer:
         entries: dict[str, Entry] = {}
         owners: dict[str, tuple[str, str | None]] = {}
         shared = Sharing()
-        handlers = self.names
         for record in self.store.each_schedule(None if everything else sorted(names)):
             name = record.job_name
             if name in names:
-                name = handlers[bisect_left(handlers, name)]
+                name = self.handlers.own(name) or name
                 entries[name] = Entry.of(record, shared)
                 if name in self.declared:
                     owners[name] = (record.source, record.owner)
