@@ -1,5 +1,5 @@
-"""An agent replica stays small: pydantic and prometheus_client are never imported by it, and
-the memory it frees goes back to the OS.
+"""An agent replica stays small: pydantic, prometheus_client and the web view's HTTP server are
+never imported by it, and the memory it frees goes back to the OS.
 
 Each check runs in a fresh interpreter, because this test process has imported them already.
 """
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("pydantic", "pydantic_core", "pydantic_settings", "prometheus_client", "rich", "yaml")
+HEAVY = ("pydantic", "pydantic_core", "pydantic_settings", "prometheus_client", "rich", "yaml",
+         "http.server", "claimsched.web.server")
 
 APP = """
 from claimsched import Agent, Run
@@ -108,7 +109,9 @@ def _python(code: str, *args: str, cwd: Path, env: dict[str, str] | None = None)
     return result.stdout
 
 
-def test_an_agent_replica_imports_neither_pydantic_nor_prometheus_client(tmp_path: Path) -> None:
+def test_an_agent_replica_imports_neither_pydantic_nor_prometheus_client_nor_a_web_server(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "app.py").write_text(APP)
     outcome = json.loads(_python(REPLICA, *HEAVY, cwd=tmp_path))
     assert outcome == {"code": 0, "loaded": []}
