@@ -19,6 +19,7 @@ from . import memory, metrics
 from .claiming import Claimer
 from .claims import Planner
 from .clock import DbClock
+from .cursors import Cursors
 from .db import (
     NOTIFY_RUNS,
     NOTIFY_SCHEDULES,
@@ -134,7 +135,8 @@ class Agent:
             listed=lambda: self.housekeeper.listed,
             declared=self._declared,
             workers=self.workers,
-            planner=Planner(misfire_grace=timedelta(seconds=self.settings.misfire_grace_seconds)),
+            planner=Planner(misfire_grace=timedelta(seconds=self.settings.misfire_grace_seconds),
+                            cursors=Cursors(self._handlers)),
             clock=self.clock,
             log=self.log,
             health=self.health,

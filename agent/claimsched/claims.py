@@ -21,7 +21,7 @@ import heapq
 import itertools
 import random
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from weakref import WeakValueDictionary
@@ -141,7 +141,7 @@ class Planner:
 
     misfire_grace: timedelta = timedelta(seconds=10)
     rng: random.Random = field(default_factory=random.Random)
-    cursors: dict[str, datetime] = field(default_factory=dict)
+    cursors: MutableMapping[str, datetime] = field(default_factory=dict)  # agent: Cursors
     truncated: bool = False
     looked_at: int = 0  # jobs the last pass looked at
     # How many proposals it takes to find one free: 1 / the share of the last pass's that

@@ -42,6 +42,12 @@ class Handlers(Mapping[str, Handler]):
         self._merge()
         return self._sorted[0]
 
+    def position(self, name: str) -> tuple[list[str], int | None]:
+        """The sorted names and where `name` is in them (None: not a handler)."""
+        self._merge()
+        names = self._sorted[0]
+        return names, self._find(name, names)
+
     def own(self, name: str) -> str | None:
         """The registered string equal to `name` (a map keyed by it holds no copy), or None."""
         self._merge()
