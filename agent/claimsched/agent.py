@@ -15,10 +15,11 @@ from datetime import timedelta
 from types import FrameType, TracebackType
 from typing import Any, TypeVar
 
-from . import metrics
+from . import memory, metrics
 from .claiming import Claimer
 from .claims import Planner
 from .clock import DbClock
+from .cursors import Cursors
 from .db import (
     NOTIFY_AGENTS,
     NOTIFY_RUNS,
@@ -31,6 +32,7 @@ from .db import (
 )
 from .effects import Effects
 from .errors import ClaimschedError, ConfigurationError, DatabaseError
+from .handlers import Handlers
 from .health import DatabaseHealth, retry_away, retry_conflicts
 from .heartbeat import Heartbeat
 from .housekeeping import Housekeeper, presence
@@ -71,6 +73,7 @@ class Agent:
         if agent_id is not None:
             changes["agent_id"] = agent_id
         self.settings = AgentSettings(**{**base.as_dict(), **changes})
+        memory.keep_large_blocks_apart()  # before the app registers 100,000 handlers
         if pool is None and self.settings.dsn is None:
             raise ConfigurationError("no database: pass dsn= or pool=, or set CLAIMSCHED_DSN")
         self.agent_id = self.settings.agent_id or (
@@ -94,7 +97,7 @@ class Agent:
         )
         self.log = AgentLog(logging.getLogger("claimsched.agent"), {"agent": self.agent_id})
         self.clock = DbClock()
-        self._handlers: dict[str, Handler] = {}
+        self._handlers = Handlers()
         self._declared: dict[str, JobSpec] = {}
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -137,7 +140,8 @@ class Agent:
             declared=self._declared,
             workers=self.workers,
             planner=Planner(
-                misfire_grace=timedelta(seconds=self.settings.misfire_grace_seconds), turns=turns
+                misfire_grace=timedelta(seconds=self.settings.misfire_grace_seconds),
+                turns=turns, cursors=Cursors(self._handlers),
             ),
             clock=self.clock,
             log=self.log,
@@ -165,9 +169,8 @@ class Agent:
             raise ConfigurationError("register jobs before the agent starts")
 
         def register(handler: H) -> H:
-            if name in self._handlers:
+            if not self._handlers.add(name, handler):
                 raise ConfigurationError(f"job {name!r} already has a handler")
-            self._handlers[name] = handler
             if schedule is not None:
                 self._declared[name] = declared
             return handler

@@ -12,22 +12,22 @@ import logging
 import random
 import threading
 import time
-from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from . import metrics
-from .claims import SETTLED, Entry, Planner, micros
+from .claims import SETTLED, Entry, Planner, Sharing, micros
 from .clock import DbClock
 from .db import Store
 from .errors import DatabaseError
+from .handlers import Handlers
 from .health import DatabaseHealth, retry_conflicts
 from .logs import AgentLog
 from .records import Lease, describe_owner, released
 from .specs import JobSpec
-from .workers import Handler, Workers
+from .workers import Workers
 
 RETRY_WAIT = 0.5  # seconds before retrying an occurrence that was deferred (Forbid, busy)
 NOT_DUE_WAIT = 0.01  # seconds before asking again when the database said "not due yet"
@@ -53,7 +53,7 @@ class Claimer:
 
     store: Store
     agent_id: str
-    handlers: Mapping[str, Handler]
+    handlers: Handlers
     listed: Callable[[], bool]
     declared: Mapping[str, JobSpec]
     workers: Workers
@@ -72,7 +72,6 @@ class Claimer:
     _dirty: bool = field(init=False, default=True)  # any schedule may have changed
     _changed: set[str] = field(init=False, default_factory=set)  # these have (NOTIFY named them)
     _changed_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
-    _names: list[str] = field(init=False, default_factory=list)
     _reclaim: bool = field(init=False, default=True)  # look for runs that want an owner
     _catch_up: bool = field(init=False, default=False)  # look back over the catch-up windows
     _next_retry: float | None = field(init=False, default=None)  # monotonic
@@ -82,11 +81,9 @@ class Claimer:
 
     @property
     def names(self) -> list[str]:
-        """The handlers' jobs, sorted (kept: with 100,000 jobs, sorting them for every reclaim
-        statement was a cost of its own; handlers are only ever added, before the start)."""
-        if len(self._names) != len(self.handlers):
-            self._names = sorted(self.handlers)
-        return self._names
+        """The handlers' jobs, sorted (kept so: with 100,000 jobs, sorting them for every
+        reclaim statement was a cost of its own)."""
+        return self.handlers.names
 
     # -- what wakes the loop -----------------------------------------------------------------
 
@@ -319,17 +316,16 @@ class Claimer:
         """The entries of these schedules (all of them are read at once when that is most of
         them), and the source and owner of the declared ones among them. Each row becomes an
         entry as it comes (an agent never holds 100,000 rows), keyed by the handler's own
-        name string (not a copy per map)."""
+        name string (not a copy per map); equal entries are one object."""
         everything = len(names) * 2 > len(self._schedules) and len(names) > 1000
         entries: dict[str, Entry] = {}
         owners: dict[str, tuple[str, str | None]] = {}
-        instants: dict[int, int] = {}
-        handlers = self.names
+        shared = Sharing()
         for record in self.store.each_schedule(None if everything else sorted(names)):
             name = record.job_name
             if name in names:
-                name = handlers[bisect_left(handlers, name)]
-                entries[name] = Entry.of(record, instants)
+                name = self.handlers.own(name) or name
+                entries[name] = Entry.of(record, shared)
                 if name in self.declared:
                     owners[name] = (record.source, record.owner)
         return entries, owners

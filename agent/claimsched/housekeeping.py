@@ -1,4 +1,5 @@
-"""Housekeeping: presence, the reaper and max_runtime, in one cheap statement per period."""
+"""Housekeeping: presence, the reaper and max_runtime, in one cheap statement per period; and
+the memory the period freed goes back to the OS."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import metrics
+from . import memory, metrics
 from .clock import DbClock
 from .errors import DatabaseError
 from .health import DatabaseHealth
@@ -100,3 +101,5 @@ class Housekeeper:
                 self.health.succeeded()
             except DatabaseError as exc:
                 self.health.failed(exc)
+            # What reads and planner passes freed (100,000 schedules: MiBs); ~0.5 ms.
+            memory.release_freed()

@@ -2,10 +2,11 @@
 
 The replicas of one deployment (agents whose presence rows list the same jobs: their peers, as
 housekeeping reads them) agree on a first claimer for every occurrence, `peers[crc32(job, fire
-time) % len(peers)]`. It proposes the occurrence at its instant; every other peer only a hand-off
-later (`handoff_seconds`, HANDOFF by default), and only if the occurrence is still unclaimed then (its first claimer is busy, gone, or
-does not know of them yet). So work spreads over the replicas by a hash rather than by who wakes
-first, and replicas do not race for each occurrence at its instant.
+time) % len(peers)]`. It proposes the occurrence at its instant; every other peer only a
+hand-off later (`handoff_seconds`, HANDOFF by default), and only if the occurrence is still
+unclaimed then (its first claimer is busy, gone, or does not know of them yet). So work spreads
+over the replicas by a hash rather than by who wakes first, and replicas do not race for each
+occurrence at its instant.
 
 This is an order of proposals, not a lock: the database still decides every race. Views of the
 peers that differ (an agent joined or left since the last housekeeping) mean two first claimers,

@@ -24,7 +24,7 @@ from claimsched.tools.demo.observations import LogTail, Observations, effects_by
 from claimsched.tools.demo.runner import DEMO_SCHEMA, prepare
 from claimsched.tools.demo.verdict import verdict
 from claimsched.tools.processes import stop_process
-from claimsched.web import make_server
+from claimsched.web.server import make_server
 from tests.helpers.polling import wait_for
 
 

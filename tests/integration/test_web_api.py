@@ -19,7 +19,7 @@ from psycopg import sql as pgsql
 from claimsched.cli import main
 from claimsched.db import Store, Views
 from claimsched.tools.postgres import free_port
-from claimsched.web import make_server
+from claimsched.web.server import make_server
 from tests.helpers.web_seed import HOSTILE_JOB, PASSWORD, seed
 
 from .support import sql

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from claimsched.claims import MISSED_LATEST, MISSED_NONE, SUPERSEDED, Entry, Planner
+from claimsched.claims import MISSED_LATEST, MISSED_NONE, SUPERSEDED, Entry, Planner, Sharing
 from claimsched.records import ClaimResult
 from claimsched.specs import ScheduleRecord
 from claimsched.turns import HANDOFF, Turns
@@ -294,18 +294,23 @@ def test_a_pass_proposes_more_when_other_replicas_took_most_of_the_last_ones() -
     assert len(planner.plan(schedules, NOW, capacity=4)) == 8
 
 
-def test_jobs_with_equal_schedules_share_one_shape_and_an_entry_stays_small() -> None:
+def test_jobs_with_equal_schedules_share_one_shape_and_rows_written_together_one_entry() -> None:
     records = [record(job_name=f"j{i:05d}", schedule=f"{i % 60} 3 * * *") for i in range(10_000)]
-    instants: dict[int, int] = {}
+    shared = Sharing()
     tracemalloc.start()
     try:
-        entries = [Entry.of(r, instants) for r in records]
+        entries = [Entry.of(r, shared) for r in records]
         size = tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
     assert len({id(e.shape) for e in entries}) == 60
     assert len({id(e.shape.schedule) for e in entries}) == 60
-    assert size / len(entries) < 100  # bytes per job (a row and its schedule were ~1.5 KB)
+    assert len({id(e) for e in entries}) == 60  # equal entries: one object
+    assert size / len(entries) < 10  # bytes per job (a row and its schedule were ~1.5 KB)
+    assert Entry.of(records[0], shared) is entries[0]
+    changed = Entry.of(record(job_name="j00000", schedule="0 3 * * *",
+                              updated_at=NOW + timedelta(seconds=1)), shared)
+    assert changed != entries[0]  # a changed row gets its own entry
 
 
 def test_a_job_removed_and_added_again_with_another_schedule_starts_afresh() -> None:

@@ -1,4 +1,5 @@
-"""An agent replica stays small: pydantic and prometheus_client are never imported by it.
+"""An agent replica stays small: pydantic, prometheus_client and the web view's HTTP server are
+never imported by it, and the memory it frees goes back to the OS.
 
 Each check runs in a fresh interpreter, because this test process has imported them already.
 """
@@ -7,11 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
 
-HEAVY = ("pydantic", "pydantic_core", "pydantic_settings", "prometheus_client", "rich", "yaml")
+import pytest
+
+HEAVY = ("pydantic", "pydantic_core", "pydantic_settings", "prometheus_client", "rich", "yaml",
+         "http.server", "claimsched.web.server")
 
 APP = """
 from claimsched import Agent, Run
@@ -56,11 +61,39 @@ print(generate_latest().decode())
 """
 
 
-def _python(code: str, *args: str, cwd: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMSCHED_")}
+# 40 blocks of 1 MiB freed (but the last) after an 8 MiB one: what stays in the process, MiB.
+BLOCKS = """
+import sys
+from claimsched import memory
+
+def rss():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS"))
+
+if "apart" in sys.argv:
+    memory.keep_large_blocks_apart()
+if "agent" in sys.argv:  # an agent keeps them apart from its construction on
+    from claimsched import Agent
+    Agent()
+big = b"x" * (8 << 20)
+del big  # glibc now takes blocks up to 8 MiB from its heap (unless kept apart)
+before = rss()
+blocks = [b"x" * (1 << 20) for _ in range(40)]
+last = blocks[-1]
+del blocks
+if "trim" in sys.argv:
+    memory.release_freed()
+print(round(rss() - before))
+"""
+
+
+def _python(code: str, *args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CLAIMSCHED_", "MALLOC_"))} | (env or {})
     env.update(
         {
-            "PYTHONPATH": str(cwd),
+            "PYTHONPATH": os.pathsep.join([str(cwd), *os.environ.get("PYTHONPATH", "").split(
+                os.pathsep)]).rstrip(os.pathsep),
             "CLAIMSCHED_DSN": "postgresql://app:hunter2@nowhere.invalid/x",
         }
     )
@@ -76,7 +109,9 @@ def _python(code: str, *args: str, cwd: Path) -> str:
     return result.stdout
 
 
-def test_an_agent_replica_imports_neither_pydantic_nor_prometheus_client(tmp_path: Path) -> None:
+def test_an_agent_replica_imports_neither_pydantic_nor_prometheus_client_nor_a_web_server(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "app.py").write_text(APP)
     outcome = json.loads(_python(REPLICA, *HEAVY, cwd=tmp_path))
     assert outcome == {"code": 0, "loaded": []}
@@ -91,3 +126,20 @@ def test_metrics_count_before_serving_and_are_real_prometheus_metrics_once_serve
     assert 'claimsched_runs_total{job="j",status="done"} 1.0' in text
     assert 'claimsched_fire_to_start_seconds_count{job="j"} 1.0' in text
     assert 'claimsched_fire_to_start_seconds_sum{job="j"} 0.25' in text
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc only")
+@pytest.mark.parametrize(
+    ("how", "env", "kept_mib"),
+    [
+        ("as glibc does", {}, 40),
+        ("apart", {}, 1),
+        ("agent", {}, 1),
+        ("trim", {}, 1),
+        ("apart", {"MALLOC_MMAP_THRESHOLD_": str(16 << 20)}, 40),  # the process's choice stands
+    ],
+)
+def test_freed_large_blocks_go_back_to_the_os(
+    tmp_path: Path, how: str, env: dict[str, str], kept_mib: int
+) -> None:
+    assert abs(int(_python(BLOCKS, how, cwd=tmp_path, env=env)) - kept_mib) <= 2

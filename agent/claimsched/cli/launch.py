@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import importlib.util
 
-from .. import logs, web
+from .. import logs
 from ..errors import ConfigurationError
 from .common import Add, dsn
 
 
 def serve(args: argparse.Namespace) -> int:
+    from ..web.server import serve as serve_web  # not loaded by every replica's CLI
+
     logs.configure("INFO")
-    return web.serve(dsn(args), args.schema, args.bind)
+    return serve_web(dsn(args), args.schema, args.bind)
 
 
 def demo(args: argparse.Namespace) -> int:

@@ -1,7 +1,5 @@
 """`claimsched web`: a read-only view of schedules, runs and agents, as HTML and JSON.
 
-Reads through `claimsched.db.Views` (SELECT only); never imports the agent."""
-
-from .server import make_server, parse_bind, serve
-
-__all__ = ["make_server", "parse_bind", "serve"]
+Reads through `claimsched.db.Views` (SELECT only); never imports the agent. The server lives in
+`claimsched.web.server`, imported by what serves: the CLI, which every replica loads, reads
+the model and verdict only (`claimsched check`), and an agent's memory holds no HTTP server."""
