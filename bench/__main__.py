@@ -26,6 +26,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--warmup", type=float, help="seconds before the window (a: 10, c: 5, e: 20)")
     run.add_argument("--handler-ms", type=float, help="b: each handler sleeps this long (10)")
     run.add_argument("--max-concurrency", type=int, help="agents' worker slots (agent default)")
+    run.add_argument("--handoff", type=float,
+                     help="a: replicas' CLAIMSCHED_HANDOFF_SECONDS (agent default; 0: no turns)")
     run.add_argument("--pgbench-seconds", type=float, help="c: seconds per pgbench run (10)")
     run.add_argument("--refreshes", type=int, help="d: warm refreshes to time (5)")
     run.add_argument("--history-days", type=int, help="d: schedules active since N days (7)")

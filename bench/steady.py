@@ -53,6 +53,7 @@ def run(
     idle_window: float = 90.0,
     warmup: float = 10.0,
     max_concurrency: int | None = None,
+    handoff: float | None = None,
     out: Path | None = None,
     name: str | None = None,
     profile: bool = False,
@@ -69,12 +70,15 @@ def run(
         "warmup_s": warmup,
         "max_concurrency": max_concurrency or f"agent default ({DEFAULT_SLOTS})",
         "housekeeping_seconds": "agent default (30)",
+        "handoff_seconds": "agent default (0.25)" if handoff is None else handoff,
         "handler": "records its start time (local wall clock) and returns",
         "database": "Patroni leader + synchronous standby (synchronous_mode_strict)" if sync
         else "one standalone server",
     }
     with cluster(sync) as db, tempfile.TemporaryDirectory(prefix="claimsched-bench-") as folder:
         env = replica_env(max_concurrency)
+        if handoff is not None:
+            env["CLAIMSCHED_HANDOFF_SECONDS"] = str(handoff)
         result: dict[str, Any] = {"scenario": "a", "name": name, "params": params}
         result["environment"] = environment(db)
         result["standbys"] = db.standbys()
