@@ -86,9 +86,8 @@ def test_a_statement_planned_on_small_tables_reads_by_key(store: Store, name: st
     grows = {"job_schedule", "job_effects",
              *(row[0] for row in sql(store.dsn, "SELECT DISTINCT tableoid::regclass::text"
                                                 " FROM job_runs"))}
-    live = {row[0] for row in sql(
-        store.dsn, "SELECT relid::regclass::text FROM pg_partition_tree('job_runs_running')"
-                   " UNION SELECT relid::regclass::text FROM pg_partition_tree('job_runs_claimable')")}
+    live = {row[0] for index in ("job_runs_running", "job_runs_claimable") for row in sql(
+        store.dsn, "SELECT relid::regclass::text FROM pg_partition_tree(%s)", [index])}
     (run,) = [dict(zip(("id", "fire_time", "attempt", "lease_token"), row, strict=True))
               for row in sql(store.dsn, "SELECT id, fire_time, attempt, lease_token FROM job_runs"
                                         " WHERE job_name = 'j' AND status = 'running'")]
