@@ -10,7 +10,6 @@ import re
 import uuid
 from typing import Any
 
-import psycopg
 import pytest
 
 from claimsched.db import Store
@@ -18,7 +17,7 @@ from claimsched.db.arrays import claim_params
 from claimsched.db.queries import query
 from claimsched.specs import job_spec
 
-from .support import PRESENCE, due, past, sql
+from .support import PRESENCE, due, explained, past, sql
 
 # A scan node of a plan: its kind, the index it uses (if any), what it reads.
 _SCAN = re.compile(r"(Seq Scan|Index Only Scan|Index Scan|Bitmap Index Scan)(?: Backward)?"
@@ -92,14 +91,7 @@ def test_a_statement_planned_on_small_tables_reads_by_key(store: Store, name: st
               for row in sql(store.dsn, "SELECT id, fire_time, attempt, lease_token FROM job_runs"
                                         " WHERE job_name = 'j' AND status = 'running'")]
     statement, params = STATEMENTS[name]
-    plans: list[str] = []
-    with psycopg.connect(store.dsn, autocommit=True) as conn:
-        conn.execute("SET search_path = claimsched, public")
-        conn.execute("LOAD 'auto_explain'")
-        for setting, value in {"log_min_duration": "0", "log_nested_statements": "on",
-                               "log_level": "notice"}.items():
-            conn.execute(f"SET auto_explain.{setting} = {value}")
-        conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+    with explained(store.dsn) as (conn, plans):
         for _ in range(7):  # past plpgsql's first custom plans (planned for each call)
             conn.execute(statement, params(run)).fetchall()
         plans.clear()
