@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -55,3 +57,18 @@ def due(store: Store, job: str, *fire_times: datetime, **fields: Any) -> list[Ca
 def statuses(dsn: str, job: str) -> list[str]:
     """The statuses of a job's runs, in fire time order."""
     return [r["status"] for r in runs(dsn, job)]
+
+
+@contextmanager
+def explained(dsn: str) -> Iterator[tuple[psycopg.Connection[Any], list[str]]]:
+    """A connection in claimsched's schema and the plans of its statements, nested ones too
+    (auto_explain), in the order they ran."""
+    plans: list[str] = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET search_path = claimsched, public")
+        conn.execute("LOAD 'auto_explain'")
+        for setting, value in {"log_min_duration": "0", "log_nested_statements": "on",
+                               "log_level": "notice"}.items():
+            conn.execute(f"SET auto_explain.{setting} = {value}")
+        conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+        yield conn, plans

@@ -18,7 +18,14 @@
 -- Parameters are p_<name> (plpgsql would confuse them with columns); `#variable_conflict
 -- use_column` lets the result columns share the names of the table columns they return.
 -- plpgsql with RETURN QUERY: the plan of each statement is cached per session, as a prepared
--- statement's would be.
+-- statement's would be. So the functions agents call for every run or every period (claim,
+-- reclaim, heartbeat, complete, release, effect, housekeeping) read by index whatever the
+-- statistics said when the session planned them (SET enable_seqscan = off), and name their
+-- rows by key (`r.id = ANY (p_ids)`, a probe per row in a sublink) rather than leave a join
+-- to the planner: planned while the tables were small (a new database), a statement scanned
+-- every run or schedule for ever after, a cost that grew with every run recorded
+-- (tests/integration/test_run_plans.py). Only the partial indexes of live runs (running,
+-- claimable) may be read whole.
 --
 -- Who owns a run: its fencing token (id, fire_time, attempt), the agent id it was claimed with,
 -- and its lease token, a secret that every claim and reclaim draws anew and returns only to the
@@ -92,7 +99,8 @@ $$;
 -- Called by: cs_claim (no grant: nobody else).
 CREATE OR REPLACE FUNCTION cs_forbid_locked(p_jobs text[])
 RETURNS TABLE (job_name text, busy boolean)
-LANGUAGE plpgsql VOLATILE SET search_path = {schema}, pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SET search_path = {schema}, pg_catalog, pg_temp
+    SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
     v_locked text[] := ARRAY(SELECT s.job_name FROM job_schedule s
@@ -287,7 +295,8 @@ RETURNS TABLE (id bigint, job_name text, fire_time timestamptz, kind text, attem
                orphan_count integer,
                lease_seconds integer, heartbeat_seconds integer, max_attempts integer,
                retry_on_failure boolean, db_now timestamptz)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp
+    SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
     v_scope text[] := cs_agent_scope();
@@ -312,8 +321,9 @@ WITH picked AS (
 forbid AS (
     SELECT p.*, row_number() OVER (PARTITION BY p.job_name
                                    ORDER BY p.status = 'orphaned' DESC, p.fire_time) AS nth
-    FROM picked p JOIN job_schedule s ON s.job_name = p.job_name
-    WHERE s.concurrency_policy = 'Forbid'
+    FROM picked p
+    WHERE EXISTS (SELECT 1 FROM job_schedule s
+                  WHERE s.job_name = p.job_name AND s.concurrency_policy = 'Forbid' OFFSET 0)
 ),
 busy AS (
     SELECT * FROM forbid_in_progress(ARRAY(SELECT DISTINCT f.job_name FROM forbid f))
@@ -347,7 +357,8 @@ CREATE OR REPLACE FUNCTION cs_heartbeat(
     p_agent_id text, p_ids bigint[], p_fire_times timestamptz[], p_attempts integer[],
     p_lease_tokens uuid[], p_leases double precision[])
 RETURNS TABLE (id bigint)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp
+    SET enable_seqscan = off AS $$
 #variable_conflict use_column
 BEGIN
 RETURN QUERY
@@ -355,7 +366,7 @@ UPDATE job_runs r
 SET lease_until = now() + make_interval(secs => h.lease_seconds)
 FROM unnest(p_ids, p_fire_times, p_attempts, p_lease_tokens, p_leases)
      AS h(id, fire_time, attempt, lease_token, lease_seconds)
-WHERE r.id = h.id AND r.fire_time = h.fire_time AND r.attempt = h.attempt
+WHERE r.id = ANY (p_ids) AND r.id = h.id AND r.fire_time = h.fire_time AND r.attempt = h.attempt
   AND r.lease_token = h.lease_token AND r.claimed_by = p_agent_id AND r.status = 'running' AND r.lease_until > now()
 RETURNING r.id;
 END
@@ -374,7 +385,8 @@ CREATE OR REPLACE FUNCTION cs_complete(
     p_lease_tokens uuid[], p_statuses text[], p_errors text[], p_retries boolean[], p_max_attempts integer[],
     p_backoffs double precision[])
 RETURNS TABLE (id bigint, retry_at timestamptz)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp
+    SET enable_seqscan = off AS $$
 #variable_conflict use_column
 BEGIN
 RETURN QUERY
@@ -385,7 +397,7 @@ SET status = c.status, finished_at = now(), error = c.error, lease_until = now()
 FROM unnest(p_ids, p_fire_times, p_attempts, p_lease_tokens, p_statuses, p_errors, p_retries,
             p_max_attempts, p_backoffs)
      AS c(id, fire_time, attempt, lease_token, status, error, retry, max_attempts, backoff)
-WHERE r.id = c.id AND r.fire_time = c.fire_time AND r.attempt = c.attempt
+WHERE r.id = ANY (p_ids) AND r.id = c.id AND r.fire_time = c.fire_time AND r.attempt = c.attempt
   AND r.lease_token = c.lease_token
   AND r.claimed_by = p_agent_id AND r.status IN ('running', 'orphaned')
   AND c.status IN ('done', 'failed')
@@ -414,7 +426,8 @@ CREATE OR REPLACE FUNCTION cs_housekeeping(
 RETURNS TABLE (present bigint, orphaned bigint, exhausted bigint, overdue bigint,
                claimable boolean, notified boolean, db_now timestamptz, system_identifier text,
                timeline integer, durability text, joined boolean, peers text[])
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp
+    SET enable_seqscan = off AS $$
 #variable_conflict use_column
 BEGIN
 RETURN QUERY
@@ -442,14 +455,14 @@ expired AS (
     WHERE s.job_name = r.job_name AND r.status = 'running' AND r.lease_until < now()
     RETURNING r.id, r.job_name, r.status
 ),
-overdue AS (
+overdue AS (  -- a probe of its job per running run, never a scan of the schedules
     UPDATE job_runs r
     SET status = 'failed', finished_at = now(), lease_until = now(),
-        error = 'max_runtime of ' || s.max_runtime_seconds || ' s exceeded'
-    FROM job_schedule s
-    WHERE s.job_name = r.job_name AND r.status = 'running' AND r.lease_until >= now()
-      AND s.max_runtime_seconds IS NOT NULL
-      AND r.started_at + make_interval(secs => s.max_runtime_seconds) < now()
+        error = 'max_runtime of ' || (SELECT s.max_runtime_seconds FROM job_schedule s
+                                      WHERE s.job_name = r.job_name) || ' s exceeded'
+    WHERE r.status = 'running' AND r.lease_until >= now()
+      AND r.started_at + make_interval(secs => (SELECT s.max_runtime_seconds FROM job_schedule s
+                                                WHERE s.job_name = r.job_name)) < now()
     RETURNING r.id
 )
 SELECT (SELECT count(*) FROM presence p WHERE cardinality(p.handlers) > 0),
@@ -491,14 +504,15 @@ $$;
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_release(p_agent_id text, p_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (id bigint)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp
+    SET enable_seqscan = off AS $$
 #variable_conflict use_column
 BEGIN
 RETURN QUERY
 UPDATE job_runs r SET lease_until = now() - interval '1 microsecond'
 FROM unnest(p_ids, p_lease_tokens) AS x(id, lease_token)
-WHERE r.id = x.id AND r.lease_token = x.lease_token AND r.claimed_by = p_agent_id
-  AND r.status = 'running'
+WHERE r.id = ANY (p_ids) AND r.id = x.id AND r.lease_token = x.lease_token
+  AND r.claimed_by = p_agent_id AND r.status = 'running'
 RETURNING r.id;
 END
 $$;
@@ -527,7 +541,8 @@ CREATE OR REPLACE FUNCTION cs_effect(
     p_run_id bigint, p_fire_time timestamptz, p_agent_id text, p_attempt integer,
     p_lease_token uuid, p_entity text, p_job_name text)
 RETURNS TABLE (owned boolean, inserted boolean)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp
+    SET enable_seqscan = off AS $$
 #variable_conflict use_column
 BEGIN
 RETURN QUERY

@@ -1,0 +1,100 @@
+"""The plans of the statements agents run for every run and every period, on a real Postgres:
+planned while the tables were nearly empty (a new database: plans are kept per session, and an
+agent's connections live long), they still read runs and schedules by key or through the
+partial indexes of live runs (running, claimable), never a scan of every run or schedule, a
+cost that would grow with every run recorded (the claim statement: test_claim_plan.py)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+import pytest
+
+from claimsched.db import Store
+from claimsched.db.arrays import claim_params
+from claimsched.db.queries import query
+from claimsched.specs import job_spec
+
+from .support import PRESENCE, due, explained, past, sql
+
+# A scan node of a plan: its kind, the index it uses (if any), what it reads.
+_SCAN = re.compile(r"(Seq Scan|Index Only Scan|Index Scan|Bitmap Index Scan)(?: Backward)?"
+                   r"(?: using (\S+))? on (\S+)")
+
+#: Each statement (a named query, or SQL), with its parameters given the run `r` it acts on.
+STATEMENTS: dict[str, tuple[str, Any]] = {
+    "reclaim": (query("reclaim"), lambda r: {"agent_id": "a", "jobs": ["j", "f"], "capacity": 4}),
+    "reclaim_listed": (query("reclaim"), lambda r: {"agent_id": "a", "jobs": None, "capacity": 4}),
+    "heartbeat": (query("heartbeat"), lambda r: {
+        "agent_id": "a", "ids": [r["id"]], "fire_times": [r["fire_time"]],
+        "attempts": [r["attempt"]], "lease_tokens": [r["lease_token"]], "leases": [60.0]}),
+    "complete": (query("complete"), lambda r: {  # another lease token: it stays running
+        "agent_id": "a", "ids": [r["id"]], "fire_times": [r["fire_time"]],
+        "attempts": [r["attempt"]], "lease_tokens": [uuid.uuid4()], "statuses": ["done"],
+        "errors": [None], "retries": [False], "max_attempts": [1], "backoffs": [1.0]}),
+    "release": (query("release"), lambda r: {
+        "agent_id": "a", "ids": [r["id"]], "lease_tokens": [uuid.uuid4()]}),
+    "effect": (query("effect"), lambda r: {
+        "run_id": r["id"], "fire_time": r["fire_time"], "agent_id": "a",
+        "attempt": r["attempt"], "lease_token": r["lease_token"], "entity": "e",
+        "job_name": "j"}),
+    "housekeeping": (query("housekeeping"), lambda r: {
+        "agent_id": "a", "handlers": ["j", "f"], **PRESENCE}),
+    "forbid_locked": ("SELECT * FROM cs_forbid_locked(ARRAY['f'])", lambda r: None),
+}
+
+
+def _full_scans(plan: str, grows: set[str], live: set[str]) -> list[str]:
+    """The scans in `plan` that read all of a table in `grows`: a Seq Scan, or an index scan
+    without an Index Cond, except through an index of live runs only (`live`)."""
+    lines = plan.splitlines()
+    found = []
+    for at, line in enumerate(lines):
+        scan = _SCAN.search(line)
+        if not scan or "Query Text" in line:
+            continue
+        kind, index, table = scan.groups()
+        if kind == "Bitmap Index Scan":
+            continue  # its Bitmap Heap Scan's line names the table; its own, the index
+        details = []
+        for detail in lines[at + 1:]:
+            if "->" in detail or not detail.strip():
+                break
+            details.append(detail.strip())
+        keyed = any(d.startswith("Index Cond:") for d in details)
+        if table in grows and (kind == "Seq Scan" or not (keyed or index in live)):
+            found.append(line.strip())
+    return found
+
+
+@pytest.mark.parametrize("name", STATEMENTS)
+def test_a_statement_planned_on_small_tables_reads_by_key(store: Store, name: str) -> None:
+    store.upsert_schedule(job_spec(job_name="j", schedule="@every 1s", concurrency_policy="Allow"))
+    store.upsert_schedule(job_spec(job_name="f", schedule="@every 1s", concurrency_policy="Forbid"))
+    sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 day'")
+    for job in ("j", "f"):
+        sql(store.dsn, query("claim"), claim_params("a", due(store, job, past(3), past(2)), 4))
+    sql(store.dsn, "UPDATE job_runs SET status = 'orphaned' WHERE job_name = 'j' AND fire_time ="
+                   " (SELECT min(fire_time) FROM job_runs WHERE job_name = 'j')")
+    sql(store.dsn, "INSERT INTO agents (agent_id, hostname, version, handlers)"
+                   " VALUES ('a', 'h', 't', '{j,f}')")
+    sql(store.dsn, "ANALYZE")
+    # The tables that grow: the schedules, the receipts, and the runs' partition (this month's).
+    grows = {"job_schedule", "job_effects",
+             *(row[0] for row in sql(store.dsn, "SELECT DISTINCT tableoid::regclass::text"
+                                                " FROM job_runs"))}
+    live = {row[0] for index in ("job_runs_running", "job_runs_claimable") for row in sql(
+        store.dsn, "SELECT relid::regclass::text FROM pg_partition_tree(%s)", [index])}
+    (run,) = [dict(zip(("id", "fire_time", "attempt", "lease_token"), row, strict=True))
+              for row in sql(store.dsn, "SELECT id, fire_time, attempt, lease_token FROM job_runs"
+                                        " WHERE job_name = 'j' AND status = 'running'")]
+    statement, params = STATEMENTS[name]
+    with explained(store.dsn) as (conn, plans):
+        for _ in range(7):  # past plpgsql's first custom plans (planned for each call)
+            conn.execute(statement, params(run)).fetchall()
+        plans.clear()
+        conn.execute(statement, params(run)).fetchall()  # with the plans it keeps
+    assert len(plans) > 1
+    assert [scan for plan in plans for scan in _full_scans(plan, grows, live)] == []
