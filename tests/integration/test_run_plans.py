@@ -2,7 +2,7 @@
 planned while the tables were nearly empty (a new database: plans are kept per session, and an
 agent's connections live long), they still read runs and schedules by key or through the
 partial indexes of live runs (running, claimable), never a scan of every run or schedule, a
-cost that would grow with every run recorded (the claim statement: test_claim_plan.py)."""
+cost that would grow with every run recorded."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from claimsched.db import Store
 from claimsched.db.arrays import claim_params
 from claimsched.db.queries import query
+from claimsched.records import Candidate
 from claimsched.specs import job_spec
 
 from .support import PRESENCE, due, explained, past, sql
@@ -25,6 +26,8 @@ _SCAN = re.compile(r"(Seq Scan|Index Only Scan|Index Scan|Bitmap Index Scan)(?: 
 
 #: Each statement (a named query, or SQL), with its parameters given the run `r` it acts on.
 STATEMENTS: dict[str, tuple[str, Any]] = {
+    "claim": (query("claim"), lambda r: claim_params(  # taken: the whole statement runs
+        "a", [Candidate("j", r["fire_time"], r["since"])], 4)),
     "reclaim": (query("reclaim"), lambda r: {"agent_id": "a", "jobs": ["j", "f"], "capacity": 4}),
     "reclaim_listed": (query("reclaim"), lambda r: {"agent_id": "a", "jobs": None, "capacity": 4}),
     "heartbeat": (query("heartbeat"), lambda r: {
@@ -87,9 +90,11 @@ def test_a_statement_planned_on_small_tables_reads_by_key(store: Store, name: st
                                                 " FROM job_runs"))}
     live = {row[0] for index in ("job_runs_running", "job_runs_claimable") for row in sql(
         store.dsn, "SELECT relid::regclass::text FROM pg_partition_tree(%s)", [index])}
-    (run,) = [dict(zip(("id", "fire_time", "attempt", "lease_token"), row, strict=True))
-              for row in sql(store.dsn, "SELECT id, fire_time, attempt, lease_token FROM job_runs"
-                                        " WHERE job_name = 'j' AND status = 'running'")]
+    (run,) = [dict(zip(("id", "fire_time", "attempt", "lease_token", "since"), row, strict=True))
+              for row in sql(store.dsn, "SELECT r.id, r.fire_time, r.attempt, r.lease_token,"
+                                        " s.active_since FROM job_runs r JOIN job_schedule s"
+                                        " USING (job_name) WHERE job_name = 'j'"
+                                        " AND status = 'running'")]
     statement, params = STATEMENTS[name]
     with explained(store.dsn) as (conn, plans):
         for _ in range(7):  # past plpgsql's first custom plans (planned for each call)

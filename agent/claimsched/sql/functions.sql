@@ -140,7 +140,8 @@ $$;
 -- a long catch-up never fills the server's lock table; the rest are inserted without the
 -- lock, as before, and may wait.
 -- A job outside the caller's scope (cs_agent_scope()) is as unknown to it: 'inactive'.
--- Every table is read by index (enable_seqscan off; OFFSET 0 keeps the taken probe a probe):
+-- Every table is read by key (enable_seqscan off; OFFSET 0 keeps the schedule's lookup and the
+-- taken probe one index probe per candidate, not a hash of the whole index):
 -- the candidates are few and the tables large, whatever their statistics said when the session
 -- planned the statement (it keeps the plan). A plan made while job_runs or job_schedule was
 -- small (a new database) hashed or scanned the whole table for every claim, a cost that grew
@@ -179,8 +180,8 @@ WITH cand AS (
            END AS first_verdict
     FROM unnest(p_jobs, p_fire_times, p_wants, p_reasons, p_latest, p_since)
          WITH ORDINALITY AS c(job_name, fire_time, want, reason, latest, since, ord)
-    LEFT JOIN job_schedule s
-        ON s.job_name = c.job_name AND (v_scope IS NULL OR c.job_name LIKE ANY (v_scope))
+    LEFT JOIN LATERAL (SELECT * FROM job_schedule s WHERE s.job_name = c.job_name OFFSET 0) s
+        ON v_scope IS NULL OR c.job_name LIKE ANY (v_scope)  -- one probe per candidate
 ),
 forbid AS (
     SELECT f.job_name, f.busy
