@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 from weakref import WeakValueDictionary
 
 from .records import Candidate, ClaimResult
@@ -42,7 +43,16 @@ SUPERSEDED = "superseded by a newer occurrence (concurrencyPolicy Replace)"
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+T = TypeVar("T")
 _TIMES_KEPT = 4096  # distinct instants (and entries) shared at most (then it starts over)
+
+
+def held_once(held: dict[T, T], value: T) -> T:
+    """`value`, or an equal one already in `held` (at most _TIMES_KEPT, then it starts over):
+    equal values shared by many jobs are one object."""
+    if len(held) >= _TIMES_KEPT:
+        held.clear()
+    return held.setdefault(value, value)
 
 
 def micros(t: datetime) -> int:
@@ -129,14 +139,10 @@ class Sharing:
     _entries: dict[Entry, Entry] = field(default_factory=dict)
 
     def instant(self, us: int) -> int:
-        if len(self._instants) >= _TIMES_KEPT:
-            self._instants.clear()
-        return self._instants.setdefault(us, us)
+        return held_once(self._instants, us)
 
     def entry(self, entry: Entry) -> Entry:
-        if len(self._entries) >= _TIMES_KEPT:
-            self._entries.clear()
-        return self._entries.setdefault(entry, entry)
+        return held_once(self._entries, entry)
 
 
 @dataclass
@@ -236,9 +242,7 @@ class Planner:
 
     def _shared(self, when: datetime) -> datetime:
         """`when`, or an equal instant already held (daily jobs share their minutes)."""
-        if len(self._times) >= _TIMES_KEPT:
-            self._times.clear()
-        return self._times.setdefault(when, when)
+        return held_once(self._times, when)
 
     def _wait_until(self, name: str, when: datetime) -> None:
         self._park(self._waiting, [name], when)
