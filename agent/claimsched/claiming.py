@@ -165,8 +165,11 @@ class Claimer:
         if not self._schedules:
             return self._satisfied()
         candidates = self.planner.plan(self._schedules, self.clock.now(), capacity)
+        if self.planner.checks:  # handed to us: claim only what their first claimer left
+            unclaimed = self.store.unclaimed(self.planner.checks)
+            candidates += self.planner.confirmed(unclaimed)
         if not candidates:
-            return self._satisfied()
+            return 0.0 if self.planner.truncated else self._satisfied()
         sent = time.time()
         claimed = self.store.claim(self.agent_id, candidates, capacity, self._claiming)
         if claimed is None:

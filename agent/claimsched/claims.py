@@ -22,6 +22,7 @@ import itertools
 import random
 from collections import deque
 from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
@@ -35,6 +36,7 @@ from .turns import Turns
 MAX_PER_PASS = 100
 MAX_SPREAD = 16  # at most this many times the usual proposals when other replicas took most
 SPREAD_UP_TO = 512  # ... and no more than this many in all (a statement's rows cost too)
+CHECK_UP_TO = 4096  # occurrences checked per pass at most (a check is an index probe each)
 SETTLED = frozenset({"claimed", "skipped", "taken", "inactive"})
 
 MISSED_LATEST = "missed; catchUpPolicy Latest runs only the newest missed occurrence"
@@ -156,6 +158,11 @@ class Planner:
     cursors: MutableMapping[str, datetime] = field(default_factory=dict)  # agent: Cursors
     truncated: bool = False
     looked_at: int = 0  # jobs the last pass looked at
+    # The last pass's occurrences of jobs whose hand-off has come (another peer's turn first):
+    # not proposed, but checked first (the claimer asks which of them are still unclaimed,
+    # then `confirmed`): a claim of each, to learn that its first claimer took it, costs
+    # every peer a row, locks and a lease's columns for nothing.
+    checks: list[Candidate] = field(default_factory=list)
     # How many proposals it takes to find one free: 1 / the share of the last pass's that
     # other replicas had not taken (a herd late in its instant is mostly taken already).
     spread: float = 1.0
@@ -168,8 +175,10 @@ class Planner:
     _queue: deque[str] = field(default_factory=deque)
     _queued: set[str] = field(default_factory=set)
     _waiting: dict[datetime, list[str]] = field(default_factory=dict)
-    # Jobs whose occurrence is another peer's turn first, under its hand-off instant.
+    # Jobs whose occurrence is another peer's turn first, under its hand-off instant; then,
+    # once it has come, in `_checking` until a pass looks at them (and checks them).
     _handed: dict[datetime, list[str]] = field(default_factory=dict)
+    _checking: set[str] = field(default_factory=set)
     _heap: list[datetime] = field(default_factory=list)  # the keys of both (an instant once each)
     _seen: Mapping[str, Entry] = field(default_factory=dict)
     _times: dict[datetime, datetime] = field(default_factory=dict)  # equal instants, shared
@@ -182,6 +191,7 @@ class Planner:
         self._heap.clear()
         self._waiting.clear()
         self._handed.clear()
+        self._checking.clear()
         self._queue.clear()
         self._queued.clear()
         self._fresh.update(self._seen)
@@ -217,7 +227,9 @@ class Planner:
         heap, woken = self._heap, list[str]()
         while heap and heap[0] <= now:
             when = heapq.heappop(heap)
-            woken.extend(self._handed.pop(when, ()))
+            handed = self._handed.pop(when, ())
+            self._checking.update(handed)
+            woken.extend(handed)
             names = self._waiting.pop(when, None)
             if names:
                 woken.extend(self._first(names, when, now))
@@ -281,20 +293,26 @@ class Planner:
         quota = None if capacity is None else round(
             max(2 * capacity, min(2 * capacity * self.spread, SPREAD_UP_TO)))
         planned: list[Candidate] = []
+        self.checks = checks = []
         proposed: list[str] = []
         looked: set[str] = set()
         wanting = 0
-        queue, queued = self._queue, self._queued
+        queue, queued, checking = self._queue, self._queued, self._checking
 
         def propose(name: str, job: list[Candidate]) -> None:
             nonlocal wanting
+            check = name in checking  # handed off: checked first (no slot until then)
+            checking.discard(name)
             if self._not_yet(name, job, now):
                 return
-            wanting += any(c.want == "running" for c in job)
-            planned.extend(job)
+            if check:
+                checks.extend(job)
+            else:
+                wanting += any(c.want == "running" for c in job)
+                planned.extend(job)
             proposed.append(name)
 
-        while queue and (quota is None or wanting < quota):
+        while queue and (quota is None or wanting < quota) and len(checks) < CHECK_UP_TO:
             name = queue.popleft()
             if name not in queued:
                 continue  # a stale entry
@@ -303,6 +321,8 @@ class Planner:
             job = self._look(name, schedules, now)
             if job:
                 propose(name, job)
+            else:
+                checking.discard(name)  # quiet, disabled or gone: nothing to check
         self.truncated = bool(queued)
         fresh = list(self._fresh)
         self._fresh = set()  # not clear(): a set keeps its largest table (the first pass's)
@@ -314,8 +334,9 @@ class Planner:
             looked.add(name)
             job = self._look(name, schedules, now)
             if not job:
+                checking.discard(name)
                 continue
-            if quota is not None and wanting >= quota:
+            if (quota is not None and wanting >= quota) or len(checks) >= CHECK_UP_TO:
                 self.truncated = True  # due: a later pass proposes it
                 later.append(name)
             else:
@@ -413,11 +434,27 @@ class Planner:
         A job whose every proposed occurrence settled waits at once under its next one (if
         that has come already, the next pass looks at it): no pass looks at it again to find
         out. A blocked job stays first in the queue, to be proposed again."""
-        blocked: dict[str, str] = {}
         results = sorted(results, key=lambda r: (r.job_name, r.fire_time))
         free = sum(r.outcome != "taken" for r in results)
         self.spread = min(len(results) / free, MAX_SPREAD) if free else (
             MAX_SPREAD if results else 1.0)
+        return self._settle(results)
+
+    def confirmed(self, unclaimed: AbstractSet[tuple[str, datetime]]) -> list[Candidate]:
+        """Of the last pass's checks, these keys are still unclaimed: returns the checked
+        occurrences of their jobs, to claim now (their first claimer is busy, or gone); every
+        other checked job is settled, and waits for its next occurrence."""
+        open_jobs = {name for name, _ in unclaimed}
+        claim = [c for c in self.checks if c.job_name in open_jobs]
+        self._settle(sorted((ClaimResult(c.job_name, c.fire_time, "taken", None)
+                             for c in self.checks if c.job_name not in open_jobs),
+                            key=lambda r: (r.job_name, r.fire_time)))
+        self.checks = []
+        return claim
+
+    def _settle(self, results: list[ClaimResult]) -> set[str]:
+        """`learn` but the spread: `results` sorted by job and fire time."""
+        blocked: dict[str, str] = {}
         settled: list[str] = []
         for result in results:
             name = result.job_name
@@ -445,7 +482,7 @@ class Planner:
         """The earliest instant at which some job has a new occurrence."""
         self._sync(schedules)
         upcoming = self._heap[:1]
-        for name in itertools.chain(self._fresh, self._queued):
+        for name in itertools.chain(self._fresh, self._queued):  # (_checking: queued too)
             entry = schedules.get(name)
             if entry is None or not entry.shape.enabled:
                 continue

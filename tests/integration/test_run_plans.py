@@ -15,6 +15,7 @@ import pytest
 from claimsched.db import Store
 from claimsched.db.arrays import claim_params
 from claimsched.db.queries import query
+from claimsched.db.store import read_unclaimed
 from claimsched.records import Candidate
 from claimsched.specs import job_spec
 
@@ -97,3 +98,29 @@ def test_a_statement_planned_on_small_tables_reads_by_key(store: Store, name: st
         conn.execute(statement, params(run)).fetchall()  # with the plans it keeps
     assert len(plans) > 1
     assert [scan for plan in plans for scan in _full_scans(plan, grows, live)] == []
+
+
+def test_the_check_of_handed_off_occurrences_is_planned_for_the_runs_as_they_are_now(
+    store: Store,
+) -> None:
+    """A plain read (not a function: it can't turn seq scans off), so it is never kept: planned
+    while the runs' partition was small it scanned it, and a kept plan would go on scanning it
+    for every key as it grew."""
+    store.upsert_schedule(job_spec(job_name="j", schedule="@every 1s"))
+    sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 day'")
+    taken, free = past(2), past(1)
+    sql(store.dsn, query("claim"), claim_params("a", due(store, "j", taken), 4))
+    sql(store.dsn, "ANALYZE")
+    keys = [Candidate("j", taken, taken), Candidate("j", free, taken)]
+    with explained(store.dsn) as (conn, plans):
+        for _ in range(12):  # past a prepared statement's first custom plans
+            assert read_unclaimed(conn, keys) == {("j", keys[1].fire_time)}
+        assert any("Seq Scan" in plan for plan in plans)  # small: reading it all is cheapest
+        sql(store.dsn, "INSERT INTO job_runs (job_name, fire_time, kind, status, claimed_by)"
+                       " SELECT 'j', now() - i * interval '1 ms', 'scheduled', 'skipped', 'a'"
+                       " FROM generate_series(4000, 40000) AS i")
+        plans.clear()
+        read_unclaimed(conn, keys)
+    grows = {row[0] for row in sql(store.dsn, "SELECT DISTINCT tableoid::regclass::text"
+                                              " FROM job_runs")}
+    assert [scan for plan in plans for scan in _full_scans(plan, grows, set())] == []

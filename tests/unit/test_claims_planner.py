@@ -164,9 +164,30 @@ def test_peers_take_turns_first_and_the_others_propose_only_after_the_hand_off()
     planner.learn([ClaimResult(name, NOW, "claimed", None) for name in first["a"]])
     assert planner.next_due(schedules, NOW) == NOW + HANDOFF
     assert planner.plan(schedules, NOW + HANDOFF / 2, 100) == []
-    later = planner.plan(schedules, NOW + HANDOFF, 100)
+    assert planner.plan(schedules, NOW + HANDOFF, 100) == []  # the others' are checked first
+    later = planner.checks
     assert {c.job_name for c in later} == set(schedules) - first["a"]
     assert {c.fire_time for c in later if c.want == "running"} == {NOW}
+
+
+def test_after_the_hand_off_a_peer_claims_only_what_the_first_claimer_left() -> None:
+    """The occurrences handed to a peer are checked, not claimed: those their first claimer
+    took wait for their next occurrence without a claim; those it left are claimed."""
+    schedules = {f"j{i}": Entry.of(record(job_name=f"j{i}")) for i in range(60)}
+    planner = Planner(turns=Turns("a", ("a", "b", "c")))
+    ours = planner.plan(schedules, NOW, 100)
+    planner.learn([ClaimResult(c.job_name, c.fire_time, "claimed", None) for c in ours])
+    assert planner.plan(schedules, NOW + HANDOFF, 100) == []
+    checked = planner.checks
+    job = checked[0].job_name
+    claim = planner.confirmed({(job, NOW)})
+    assert claim == [c for c in checked if c.job_name == job]  # all of its occurrences
+    assert planner.checks == []
+    planner.learn([ClaimResult(c.job_name, c.fire_time, "claimed", None) for c in claim])
+    nxt = NOW + timedelta(seconds=10)
+    assert planner.plan(schedules, NOW + HANDOFF, 100) == []  # nothing to claim or check
+    assert planner.checks == []
+    assert planner.next_due(schedules, NOW + HANDOFF) == nxt  # each waits for its next
 
 
 def test_at_its_instant_a_job_that_is_another_peers_turn_is_not_even_looked_at() -> None:
@@ -184,8 +205,8 @@ def test_at_its_instant_a_job_that_is_another_peers_turn_is_not_even_looked_at()
     assert 0 < len(ours) < 60 and planner.looked_at == len(ours)
     planner.learn([ClaimResult(c.job_name, c.fire_time, "claimed", None) for c in first])
     assert planner.next_due(schedules, nxt) == nxt + HANDOFF
-    theirs = {c.job_name for c in planner.plan(schedules, nxt + HANDOFF, 100)}
-    assert theirs == set(schedules) - ours
+    assert planner.plan(schedules, nxt + HANDOFF, 100) == []
+    assert {c.job_name for c in planner.checks} == set(schedules) - ours
 
 
 def test_a_late_occurrence_is_anyones_turn_and_alone_every_one_is_ours() -> None:

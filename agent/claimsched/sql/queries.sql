@@ -134,6 +134,17 @@ SELECT * FROM cs_claim(%(agent_id)s, %(capacity)s::integer, %(jobs)s::text[],
                        %(fire_times)s::timestamptz[], %(wants)s::text[], %(reasons)s::text[],
                        %(latest)s::boolean[], %(since)s::timestamptz[])
 
+-- name: unclaimed
+-- Of these occurrences (parallel arrays), those no run row holds yet: a peer's check of the
+-- occurrences handed to it once their first claimer had its turn (claims.Planner.checks).
+-- Nothing is written or locked: the claim that may follow still decides. A probe per key
+-- (OFFSET 0: a subplan per key, never a hash of job_runs); never prepared (store.py's
+-- read_unclaimed says why); only columns the agent's role may read.
+SELECT k.job_name, k.fire_time
+FROM unnest(%(jobs)s::text[], %(fire_times)s::timestamptz[]) AS k(job_name, fire_time)
+WHERE NOT EXISTS (SELECT 1 FROM job_runs r
+                  WHERE r.job_name = k.job_name AND r.fire_time = k.fire_time OFFSET 0)
+
 -- name: reclaim
 -- Take over runs that want an owner (pending, orphaned, retry due): attempt + 1.
 -- The statement and what it decides: sql/functions.sql's cs_reclaim.
