@@ -78,6 +78,7 @@ class Claimer:
     # The last pass left work for want of a slot (or is still running): a freed slot wakes it.
     _starved: bool = field(init=False, default=True)
     _refreshed_at: float = field(init=False, default=0.0)  # monotonic
+    _sent: float = field(init=False, default=0.0)  # when the last claim left (time.time())
 
     @property
     def names(self) -> list[str]:
@@ -170,12 +171,11 @@ class Claimer:
             candidates += self.planner.confirmed(unclaimed)
         if not candidates:
             return 0.0 if self.planner.truncated else self._satisfied()
-        sent = time.time()
-        claimed = self.store.claim(self.agent_id, candidates, capacity, self._claiming)
+        claimed = self.store.claim(self.agent_id, candidates, capacity, self._sending)
         if claimed is None:
             return 0.0  # stopping: the loop ends
         db_now, results = claimed
-        self.clock.observe(db_now, sent, time.time())
+        self.clock.observe(db_now, self._sent, time.time())
         lost = 0
         for result in results:
             if result.outcome in LOST:
@@ -204,6 +204,12 @@ class Claimer:
 
     def _claiming(self) -> bool:
         return not self.stopping.is_set()
+
+    def _sending(self) -> bool:
+        """`_claiming`, asked with a connection at hand: the claim leaves now (the clock's
+        sample starts here, not before a wait for a connection)."""
+        self._sent = time.time()
+        return self._claiming()
 
     def _satisfied(self) -> float:
         """Nothing waits for a slot: sleep until the next occurrence, whatever ends meanwhile."""

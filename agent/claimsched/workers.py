@@ -25,6 +25,10 @@ Handler = Callable[[Run], Any]
 Complete = Callable[[Sequence[Completion]], dict[int, datetime | None]]
 _NOTHING = object()
 IDLE_SECONDS = 60.0  # a worker thread with nothing to run for this long ends
+# Seconds a finished run waits for the others in flight (the runs of one claim end together,
+# mostly) to be recorded by the same statement: a statement per run was a third of what a
+# replica sent (scenario a: 1.16 completions per replica and instant, for 3 runs).
+LINGER = 0.025
 
 
 @dataclass
@@ -191,13 +195,16 @@ class Workers:
                 item = self._done.get(timeout=retry_in)
             except queue.Empty:
                 item = _NOTHING
+            linger = time.monotonic() + LINGER
             while True:
                 if item is None:
                     closing = True
                 elif isinstance(item, Completion):
                     pending.append(item)
-                try:
-                    item = self._done.get_nowait()
+                wait = linger - time.monotonic()
+                try:  # while other runs are in flight, they may join this statement
+                    item = (self._done.get(timeout=wait) if wait > 0 and not closing
+                            and self._in_flight(pending) else self._done.get_nowait())
                 except queue.Empty:
                     break
             if not pending:
@@ -215,6 +222,11 @@ class Workers:
             for done in pending:
                 self._recorded(done, done.lease.id in recorded, recorded.get(done.lease.id))
             pending = []
+
+    def _in_flight(self, pending: list[Completion]) -> bool:
+        """Whether runs are in progress that are not among these finished ones."""
+        with self._lock:
+            return len(self._slots.keys() - {done.lease.id for done in pending}) > 0
 
     def _recorded(self, done: Completion, owned: bool, retry_at: datetime | None) -> None:
         lease = done.lease
