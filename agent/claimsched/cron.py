@@ -86,8 +86,14 @@ class Cron:
 
 
 def quoted(text: str) -> str:
-    """``repr`` of input for an error message, cut after its first characters."""
-    return repr(text) if len(text) <= _QUOTED else f"{text[:_QUOTED]!r}…"
+    """``repr`` of input for an error message, cut after its first characters (so that the
+    repr stays as short: an escape such as ``\\U00018cd6`` is ten characters for one)."""
+    if len(shown := repr(text)) <= _QUOTED + 2:
+        return shown
+    cut = _QUOTED
+    while len(shown := repr(text[:cut])) > _QUOTED + 2:
+        cut -= 1
+    return f"{shown}…"
 
 
 def parse_duration(text: str) -> timedelta:

@@ -114,3 +114,10 @@ def test_any_input_parses_or_raises_invalid_schedule_with_a_short_message(
     start = datetime(2024, 1, 1, tzinfo=UTC)
     following = schedule.next_after(start)
     assert following is None or following > start  # None: @every beyond year 9999
+
+
+def test_input_quoted_twice_with_wide_escapes_still_gives_a_short_message() -> None:
+    """Found by the property above: each of these characters is ten in its repr, and the
+    duration is quoted again inside the expression's message (it came to 301 characters)."""
+    wide = "\U00018cd6\U00018cd6\U00018d09\U00018d09\U00018d09\U00018d09\U0001fbcb\U0002ebe1"
+    assert "…" in str(rejected(f"@EVERY 000000\x08{wide}"))
