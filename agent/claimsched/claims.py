@@ -179,6 +179,7 @@ class Planner:
     # once it has come, in `_checking` until a pass looks at them (and checks them).
     _handed: dict[datetime, list[str]] = field(default_factory=dict)
     _checking: set[str] = field(default_factory=set)
+    _room: int = 0  # jobs the last pass's quota left room for (checked ones it may claim)
     _heap: list[datetime] = field(default_factory=list)  # the keys of both (an instant once each)
     _seen: Mapping[str, Entry] = field(default_factory=dict)
     _times: dict[datetime, datetime] = field(default_factory=dict)  # equal instants, shared
@@ -342,6 +343,7 @@ class Planner:
             else:
                 propose(name, job)
         self.looked_at = len(looked)
+        self._room = len(looked) if quota is None else quota - wanting
         self._enqueue(later)
         self._enqueue(proposed, front=True)
         return planned
@@ -442,36 +444,35 @@ class Planner:
 
     def confirmed(self, unclaimed: AbstractSet[tuple[str, datetime]]) -> list[Candidate]:
         """Of the last pass's checks, these keys are still unclaimed: returns the checked
-        occurrences of their jobs, to claim now (their first claimer is busy, or gone); every
-        other checked job is settled, and waits for its next occurrence."""
+        occurrences of their jobs, to claim now (their first claimer is busy, or gone), as
+        many as the pass's quota has room for (the others stay first in the queue, proposed
+        by the next pass); every other checked job is settled, and waits for its next one."""
         open_jobs = {name for name, _ in unclaimed}
-        claim = [c for c in self.checks if c.job_name in open_jobs]
-        self._settle(sorted((ClaimResult(c.job_name, c.fire_time, "taken", None)
-                             for c in self.checks if c.job_name not in open_jobs),
-                            key=lambda r: (r.job_name, r.fire_time)))
+        room = set(sorted(open_jobs)[:max(self._room, 0)])
+        claim = [c for c in self.checks if c.job_name in room]
+        self._settle([ClaimResult(c.job_name, c.fire_time, "taken", None)
+                      for c in self.checks if c.job_name not in open_jobs])
         self.checks = []
         return claim
 
     def _settle(self, results: list[ClaimResult]) -> set[str]:
-        """`learn` but the spread: `results` sorted by job and fire time."""
+        """`learn` but the spread: `results` with each job's in fire time order."""
         blocked: dict[str, str] = {}
-        settled: list[str] = []
+        settled: dict[str, datetime] = {}  # job: its cursor now (not read back from cursors)
         for result in results:
             name = result.job_name
             if name in blocked:
                 continue
             if result.outcome in SETTLED:
-                if not settled or settled[-1] != name:
-                    settled.append(name)
-                self.cursors[name] = self._shared(result.fire_time)
+                settled[name] = self.cursors[name] = self._shared(result.fire_time)
             else:
                 blocked[name] = result.outcome
-        for name in settled:
+        for name, cursor in settled.items():
             entry = self._seen.get(name)
             if name in blocked or entry is None or name not in self._queued:
                 continue
             self._queued.discard(name)
-            nxt = entry.shape.schedule.next_after(self.cursors[name])
+            nxt = entry.shape.schedule.next_after(cursor)
             if nxt is not None:
                 self._wait_until(name, nxt)
         return set(blocked.values())

@@ -356,3 +356,22 @@ def test_a_job_moved_later_waits_for_its_new_time_and_its_old_one_proposes_nothi
     assert planner.looked_at == 0
     due = planner.plan(moved, NOW.replace(minute=5))
     assert [(c.fire_time, c.want) for c in due] == [(NOW.replace(minute=5), "running")]
+
+
+def test_a_peer_claims_what_was_left_to_it_as_its_free_slots_allow() -> None:
+    """A herd whose first claimers are all busy: the checks find thousands unclaimed, and the
+    claim that follows proposes about twice the free slots of them, not all (the others are
+    proposed by the next passes)."""
+    schedules = {f"j{i}": Entry.of(record(job_name=f"j{i}")) for i in range(300)}
+    planner = Planner(turns=Turns("a", ("a", "b", "c")))
+    planner.learn([ClaimResult(c.job_name, c.fire_time, "claimed", None)
+                   for c in planner.plan(schedules, NOW, None)])
+    assert planner.plan(schedules, NOW + HANDOFF, capacity=4) == []
+    checked = {c.job_name for c in planner.checks}
+    assert len(checked) > 150  # the others' turns: checked, no slot needed for that
+    claim = planner.confirmed({(c.job_name, c.fire_time) for c in planner.checks})
+    assert len({c.job_name for c in claim}) == 8
+    planner.learn([ClaimResult(c.job_name, c.fire_time, "claimed", None) for c in claim])
+    later = {c.job_name for c in planner.plan(schedules, NOW + HANDOFF, capacity=4)}
+    assert len(later) == 8 and later <= checked - {c.job_name for c in claim}
+    assert planner.checks == []
