@@ -22,6 +22,8 @@ from .models import FailedRuns, LastRun, MissedRuns, ObservedStatus, OrphanedRun
 log = logging.getLogger("claimsched.operator.status")
 
 NEXT_FIRE_TIMES = 5
+# Young objects a refresh may leave for the collector to walk (milliseconds); more are promoted.
+PROMOTED_AFTER = 50_000
 
 
 @dataclass(frozen=True)
@@ -338,17 +340,19 @@ def _collection_paused() -> Iterator[None]:
     """No cyclic garbage collection while a refresh builds its rows and observations: they
     hold no cycles, yet the collector, counting their allocations, would otherwise walk every
     object of the operator again and again (half the CPU of a first refresh of 10,000 jobs).
-    Reference counting still frees what dies. Afterwards what the refresh kept (a first one:
-    ~11 objects per job) goes straight to the oldest generation, where it belongs: it lives
+    Reference counting still frees what dies. When the refresh kept many objects (a first
+    one: ~11 per job), they go straight to the oldest generation, where they belong: they live
     until the next refresh or for good, and the young collection that would otherwise walk
-    it once (1.3 s of a first refresh of 100,000 jobs) finds nothing to free. Cyclic garbage
-    of other threads promoted with it waits for the next full collection."""
+    them once (1.3 s of a first refresh of 100,000 jobs) finds nothing to free. Cyclic garbage
+    of other threads promoted with them waits for the next full collection, which is why a
+    refresh that kept few (most: unchanged jobs keep their observation) promotes nothing."""
     paused = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        gc.freeze()  # every tracked object to the permanent generation, young counts reset,
-        gc.unfreeze()  # and back into the oldest one: promoted without being walked
+        if gc.get_count()[0] > PROMOTED_AFTER:
+            gc.freeze()  # every tracked object to the permanent generation, counts reset,
+            gc.unfreeze()  # and back into the oldest one: promoted without being walked
         if paused:
             gc.enable()
