@@ -26,13 +26,12 @@ def slide(schedule: Schedule, counter: OccurrenceCounter, job: str = "job") -> N
             schedule.between(day_start, end))
         assert counter.count(job, "all", schedule, history_start, end) == len(
             schedule.between(history_start, end))
-        assert counter.latest(job, "all", schedule) == schedule.latest_at_or_before(end)
         assert counter.upcoming(job, schedule, now) == [
             rfc3339(t) for t in schedule.upcoming(now, NEXT_FIRE_TIMES)]
 
 
 @pytest.mark.parametrize("expression", ["*/30 * * * *", "0 2 * * *", "@every 1h", "* * * * *"])
-def test_counts_latest_and_next_fire_times_match_the_schedule_as_time_moves(
+def test_counts_and_next_fire_times_match_the_schedule_as_time_moves(
         expression: str) -> None:
     slide(Schedule(expression, "Europe/Berlin"), OccurrenceCounter())
 
@@ -56,8 +55,7 @@ def test_forget_drops_a_job() -> None:
     counter, schedule = OccurrenceCounter(), Schedule("0 * * * *")
     counter.count("job", "all", schedule, START, START + timedelta(days=1))
     counter.forget("job")
-    with pytest.raises(KeyError):
-        counter.latest("job", "all", schedule)
+    assert not counter._jobs
 
 
 def row(now: datetime, **changes: Any) -> dict[str, Any]:
@@ -133,8 +131,19 @@ def test_jobs_with_equal_schedules_and_windows_share_one_computation(
     for job in range(50):
         schedule = Schedule("17 * * * *", "Europe/Berlin", f"job-{job}")
         assert counter.count(f"job-{job}", "all", schedule, START, now) == 72
-        assert counter.latest(f"job-{job}", "all", schedule) == datetime(
-            2024, 4, 2, 21, 17, tzinfo=UTC)
         assert len(counter.upcoming(f"job-{job}", schedule, now)) == NEXT_FIRE_TIMES
-    assert sorted(asked) == ["count_between", "latest_at_or_before", "next_after", "next_after",
-                             "upcoming"]
+    assert sorted(asked) == ["count_between", "next_after", "next_after", "upcoming"]
+
+
+def test_a_refresh_asks_a_schedule_once_for_the_jobs_that_share_its_windows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The jobs of one schedule whose windows have equal bounds share their figures within a
+    refresh: the second job neither counts nor looks ahead, and its status is the same."""
+    counter, now = OccurrenceCounter(), START + timedelta(hours=3)
+    shared: dict[tuple[Any, ...], Any] = {}
+    first = observe(row(now), Schedule("0 * * * *", "UTC", "a"), counter, shared=shared)
+    monkeypatch.setattr(OccurrenceCounter, "count", None)
+    monkeypatch.setattr(OccurrenceCounter, "upcoming", None)
+    second = observe(row(now, job_name="b"), Schedule("0 * * * *", "UTC", "b"), counter,
+                     shared=shared)
+    assert second.status == first.status and second.status.missed_runs.total == 3

@@ -51,7 +51,7 @@ class OwnedSchedules:
                   "known_to": literal(known["known_to"]), "known_epoch": known["known_epoch"],
                   "retention_days": retention_days}
         with self.store.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return list(cur.execute(query("operator_status"), params))
+            return cur.execute(query("operator_status"), params).fetchall()
 
     def trigger(self, job_name: str, trigger_key: str) -> datetime | None:
         """Ask for the manual run of the trigger `trigger_key`: its fire time when new, None
