@@ -302,11 +302,11 @@ class Planner:
 
         def propose(name: str, job: list[Candidate]) -> None:
             nonlocal wanting
+            check = name in checking  # handed off: checked first (no slot until then)
+            checking.discard(name)
             if self._not_yet(name, job, now):
-                checking.discard(name)  # back in `_handed`, until its hand-off
                 return
-            if name in checking:  # another's turn: checked first (no slot until then)
-                checking.discard(name)
+            if check:
                 checks.extend(job)
             else:
                 wanting += any(c.want == "running" for c in job)
@@ -350,17 +350,13 @@ class Planner:
 
     def _not_yet(self, name: str, job: list[Candidate], now: datetime) -> bool:
         """Whether the job's newest occurrence is another peer's turn first, and on time: it
-        then waits for its hand-off (turns.py), and is looked at again then. Late (its hand-off
-        has come: a catch-up, or a replica too busy to look earlier), it is checked first."""
+        then waits for its hand-off (turns.py), and is looked at again then."""
         turns = self.turns
         if not turns.shared:
             return False
         newest = job[-1].fire_time
-        if turns.first(name, micros(newest)):
-            return False
         handoff = newest + turns.handoff
-        if now >= handoff:
-            self._checking.add(name)
+        if now >= handoff or turns.first(name, micros(newest)):
             return False
         self._hand_off([name], handoff)
         return True
