@@ -448,7 +448,9 @@ class Planner:
         many as the pass's quota has room for (the others stay first in the queue, proposed
         by the next pass); every other checked job is settled, and waits for its next one."""
         open_jobs = {name for name, _ in unclaimed}
-        room = set(sorted(open_jobs)[:max(self._room, 0)])
+        # In the pass's (per replica random) order: sorted, every replica took the same ones.
+        room = set(list(dict.fromkeys(c.job_name for c in self.checks
+                                      if c.job_name in open_jobs))[:max(self._room, 0)])
         claim = [c for c in self.checks if c.job_name in room]
         self._settle([ClaimResult(c.job_name, c.fire_time, "taken", None)
                       for c in self.checks if c.job_name not in open_jobs])
