@@ -29,7 +29,8 @@ class Effects:
     """The receipts of one run: a receipt is written only while the run owns its occurrence.
 
     `lost` is the run's lost flag: once it is set (the lease ran out by the local watchdog, was
-    taken over or handed back) nothing is asked of the database; every receipt is refused.
+    taken over or handed back, or the database refused a receipt) nothing is asked of the
+    database; every receipt is refused.
     """
 
     def __init__(self, book: ReceiptBook, agent_id: str, lease: Lease) -> None:
@@ -56,6 +57,9 @@ class Effects:
             yield inserted
 
     def _lost(self, what: str) -> LeaseLost:
+        """The run no longer owns its occurrence: it is lost (the handler should stop, and
+        whatever it raises now gives the run back), and `what` was refused."""
+        self.lost.set()
         lease = self._lease
         return LeaseLost(
             f"lease lost for {lease.job_name} at {lease.fire_time.isoformat()} "

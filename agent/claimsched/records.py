@@ -8,6 +8,7 @@ from typing import Literal
 from uuid import UUID
 
 Want = Literal["running", "skipped"]
+Status = Literal["done", "failed", "fenced_out"]  # how a run's handler ended (Completion)
 Outcome = Literal[
     "claimed", "skipped", "taken", "no_capacity", "deferred", "not_due", "inactive", "stale",
     "contended",
@@ -60,10 +61,11 @@ class ClaimResult:
 
 @dataclass(frozen=True)
 class Completion:
-    """A finished run to record."""
+    """A finished run to record: 'done' and 'failed' are the job's outcomes; 'fenced_out' gives
+    the run back for its next attempt (the handler ended because the lease was lost)."""
 
     lease: Lease
-    status: Literal["done", "failed"]
+    status: Status
     error: str | None = None
     backoff_seconds: float = 0.0
 

@@ -33,7 +33,10 @@ class Run:
     """One attempt at one occurrence of a job, owned by this agent while its lease holds.
 
     `run.lost` is set when the lease is lost (reclaimed, replaced, past max_runtime, handed off
-    at shutdown): the handler should stop, and `effect()`/`once()` raise `LeaseLost`.
+    at shutdown, or a receipt refused): the handler should stop, and `effect()`/`once()` raise
+    `LeaseLost`. A handler that ends by raising once `run.lost` is set (LeaseLost, or its own
+    exception) is fenced out, not failed: the run goes back for its next attempt (up to
+    max_attempts), which finishes the work. A handler that returns has done its job.
     """
 
     def __init__(self, lease: Lease, effects: Effects, agent_id: str) -> None:

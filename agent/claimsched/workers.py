@@ -17,7 +17,7 @@ from . import metrics
 from .errors import DatabaseError
 from .health import DatabaseHealth
 from .logs import AgentLog
-from .records import Completion, Lease
+from .records import Completion, Lease, Status
 from .runs import Run
 
 Handler = Callable[[Run], Any]
@@ -141,18 +141,23 @@ class Workers:
         )
         if self._log.isEnabledFor(logging.DEBUG):
             run.log.debug("run started", extra={"action": "start"})
-        status, error = "done", None
+        status: Status = "done"
+        error = None
         began = time.monotonic()
         try:
             result = self._call(handler, run)
             if result is not None:
                 run.log.warning("handler returned %r; return values are ignored", result)
         except BaseException as exc:  # the handler's failure is data, not our crash
-            status, error = "failed", describe(exc)
-            run.log.warning("run failed: %s", error, extra={"action": "fail"})
+            status, error = ended_by(run.lost.is_set()), describe(exc)
+            if status == "fenced_out":
+                run.log.warning("run fenced out, given back for its next attempt: %s", error,
+                                extra={"action": "fenced_out"})
+            else:
+                run.log.warning("run failed: %s", error, extra={"action": "fail"})
         metrics.RUN_DURATION.labels(lease.job_name, status).observe(time.monotonic() - began)
         backoff = min(self._backoff_base * 2 ** max(lease.attempt - 1, 0), 300.0)
-        self._done.put(Completion(lease, status, error, backoff))  # type: ignore[arg-type]
+        self._done.put(Completion(lease, status, error, backoff))
         with self._lock:
             owned = self._slots.pop(lease.id, None) is not None
         if owned:
@@ -244,7 +249,11 @@ class Workers:
             )
             return
         metrics.RUNS.labels(lease.job_name, done.status).inc()
-        self._log.info("run %s", done.status, extra={**fields, "action": done.status})
+        if done.status == "fenced_out":
+            self._log.info("run given back for its next attempt", extra={
+                **fields, "action": "given_back"})
+        else:
+            self._log.info("run %s", done.status, extra={**fields, "action": done.status})
         if retry_at is not None:
             self._on_retry(retry_at)
 
@@ -257,6 +266,13 @@ class Workers:
             self._idle = 0
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
+
+
+def ended_by(lost: bool) -> Status:
+    """How a handler that raised ended: fenced out when its run had lost the lease by then
+    (`run.lost`: set by the heartbeat, the watchdog, or a refused effect or once()), else
+    failed. Being fenced out is not the job's failure: the run goes to its next attempt."""
+    return "fenced_out" if lost else "failed"
 
 
 def describe(exc: BaseException) -> str:

@@ -1104,6 +1104,10 @@ class ChaosRun:
         audit = self.query("SELECT seq, op, tx, actor, old, new FROM public.run_audit ORDER BY seq")
         checker = Checker(self.jobs, self.active_since, cutoff, schedules)
         found = checker.check(runs, receipts, ledger, starts, audit)
+        for outcome, n in self.query(
+            "SELECT outcome, count(*) FROM claimsched.job_attempts GROUP BY outcome"
+        ):
+            checker.stats[f"superseded_{outcome}"] = n
         timed = self._time_checks(runs, starts)
         found += timed.found
         final = self._finished_rows()
@@ -1416,6 +1420,8 @@ class Checker:
                 max_attempts, retry = self.schedules[job][1:3]
                 if not error:
                     self.fail(f"{where} failed without an error")
+                elif fenced_out(error) and attempt < max_attempts:
+                    self.fail(f"{where} failed only because it was fenced out: {error}")
                 elif retry and attempt < max_attempts:
                     self.fail(
                         f"{where} failed for good after {attempt} of {max_attempts} "
@@ -1507,6 +1513,14 @@ class Checker:
                 self.fail(f"{job} @ {fire:%H:%M:%S}: attempt {attempt} ran, row says {row[4]}")
         reruns = Counter((job, fire) for job, fire, *_ in starts)
         self.stats["occurrences_run_more_than_once"] = sum(1 for n in reruns.values() if n > 1)
+
+
+def fenced_out(error: str) -> bool:
+    """Whether a run's error says its attempt lost the lease (a refused receipt, the app's own
+    "lease lost" stop, or a give-back): not the job's failure, so never its final outcome
+    while attempts remain."""
+    text = error.lower()
+    return "leaselost" in text or "lease lost" in text or text.startswith("fenced out")
 
 
 def _key(row: dict[str, Any]) -> tuple[str, datetime]:

@@ -129,6 +129,40 @@ def test_a_paused_replica_is_fenced_out_when_it_wakes_up(dsn: str, tmp_path: Pat
         assert group.query("SELECT agent, attempt FROM public.ledger") == [(owner, 2)]
 
 
+def test_a_run_fenced_out_by_a_pause_is_given_back_and_finished_by_its_next_attempt(
+    dsn: str, tmp_path: Path
+) -> None:
+    """Alone, nobody takes the run over while its owner is stopped: when it wakes up, its late
+    effect is refused and its handler ends with LeaseLost. That is not the job's failure: the
+    run goes back, and the next attempt does the rest of the work."""
+    jobs = [{**SLOW, "name": "slow", "sleep": 1.0}]
+    with replicas(dsn, tmp_path, jobs) as group:
+        group.start("only")
+        paused = _one_running_run(group, dsn, "slow", 1)
+        wait_for(
+            lambda: group.query("SELECT 1 FROM public.ledger WHERE entity = 'first-half'"),
+            what="the first effect",
+        )
+        group.running[paused].signal(signal.SIGSTOP)
+        wait_for(
+            lambda: group.query("SELECT lease_until < now() - interval '1 second'"
+                                " FROM claimsched.job_runs")[0][0],
+            timeout=20,
+            what="the lease to run out while its owner is stopped",
+        )
+        group.running[paused].signal(signal.SIGCONT)
+        wait_for(lambda: _done(group, "slow") == 1, timeout=30, what="the run to be finished")
+        ((status, attempt, error),) = group.query(
+            "SELECT status, attempt, error FROM claimsched.job_runs"
+        )
+        assert (status, attempt) == ("done", 2), error
+        history = group.query("SELECT attempt, outcome, error FROM claimsched.job_attempts")
+        assert [(a, how) for a, how, _ in history] == [(1, "fenced_out")], history
+        assert "LeaseLost" in history[0][2]
+        effects = Counter(e for (e,) in group.query("SELECT entity FROM public.ledger"))
+        assert effects == {"first-half": 1, "second-half": 1}
+
+
 @pytest.mark.parametrize("skew", ["+90s", "-90s"])
 def test_a_replica_with_a_skewed_clock_never_causes_a_second_run(
     dsn: str, tmp_path: Path, skew: str

@@ -203,6 +203,34 @@ def test_a_failed_handler_is_recorded_failed_with_its_error_and_a_retry_is_sched
     assert pool.free() == pool.size
 
 
+def test_a_handler_that_raises_once_its_lease_is_lost_is_fenced_out_not_failed() -> None:
+    """LeaseLost from a refused receipt, or the handler's own exception once `run.lost` is
+    set: the run is given back for its next attempt. A handler that returns is done."""
+    book = Book()
+    recorder = Recorder()
+    pool = Workers(3, new_run=new_run(book), complete=recorder, log=LOG,
+                   health=DatabaseHealth(LOG, lambda: None), on_change=lambda: None,
+                   on_retry=lambda when: None, backoff_base=2.0)
+
+    def refused(run: Run) -> None:
+        book.owner = 2  # taken over meanwhile: the receipt is refused
+        run.effect("mail")
+
+    def stops(run: Run) -> None:
+        run.lost.set()  # as the heartbeat or the watchdog sets it
+        raise RuntimeError("stopped: the lease was lost")
+
+    def finishes(run: Run) -> None:
+        run.lost.set()
+
+    with running(pool):
+        for number, handler in enumerate((refused, stops, finishes), start=1):
+            pool.start(lease(number), handler)
+            wait_for(lambda number=number: len(recorder.recorded) == number, "the completion")
+    assert [c.status for c in recorder.recorded] == ["fenced_out", "fenced_out", "done"]
+    assert (recorder.recorded[0].error or "").startswith("LeaseLost: ")
+
+
 def test_a_refused_completion_is_counted_not_retried() -> None:
     recorder, retries = Recorder(refuse={7}), []
     with running(workers(recorder, retries)) as pool:

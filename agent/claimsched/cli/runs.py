@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import datetime
+from typing import Any
 
 from ..db import Views
 from ..errors import ClaimschedError, UnknownJob
@@ -18,16 +20,13 @@ def runs(args: argparse.Namespace) -> int:
         found = store.list_runs(args.job, args.status, args.limit)
     finally:
         store.close()
-    rows = [
-        {
-            **r,
-            **{
-                k: iso(r[k])
-                for k in ("fire_time", "started_at", "finished_at", "lease_until", "retry_at")
-            },
-        }
-        for r in found
-    ]
+    rows = [_row(r) for r in found]
+    if args.attempts and not args.json:
+        emit(args, [{"id": r["id"], "job_name": r["job_name"], "fire_time": r["fire_time"], **a}
+                    for r in rows for a in r["attempts"]],
+             ["id", "job_name", "fire_time", "attempt", "claimed_by", "started_at", "ended_at",
+              "outcome", "error"], "attempts")
+        return 0
     emit(
         args,
         rows,
@@ -47,6 +46,22 @@ def runs(args: argparse.Namespace) -> int:
         "runs",
     )
     return 0
+
+
+def _row(found: dict[str, Any]) -> dict[str, Any]:
+    """A run as the CLI shows it: times in UTC ISO 8601, and `attempts`, oldest first: those a
+    later attempt superseded (orphaned, fenced_out, failed), then the run's own."""
+    superseded = [{**a, **{k: iso(datetime.fromisoformat(a[k])) if a[k] else None
+                           for k in ("started_at", "ended_at")}}
+                  for a in found.pop("superseded")]
+    times = {k: iso(found[k])
+             for k in ("fire_time", "started_at", "finished_at", "lease_until", "retry_at")}
+    row = {**found, **times}
+    last = {"attempt": row["attempt"], "claimed_by": row["claimed_by"],
+            "started_at": row["started_at"], "ended_at": row["finished_at"],
+            "outcome": row["status"], "error": row["error"]}
+    row["attempts"] = [*superseded, last] if row["attempt"] > 0 else superseded
+    return row
 
 
 def status(args: argparse.Namespace) -> int:
@@ -72,6 +87,9 @@ def register(add: Add) -> None:
         "--status", choices=["pending", "running", "done", "failed", "orphaned", "skipped"]
     )
     listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--attempts", action="store_true",
+                         help="one line per attempt: who held it, when, and how it ended "
+                         "(orphaned, fenced_out, failed, or the run's status)")
     check = add("status", status, "did JOB's last due occurrence happen? One line; exit 0 "
                 "if healthy (done, running, skipped, due, suspended), 2 if not (failed, missed, "
                 "late, disabled): a health check")

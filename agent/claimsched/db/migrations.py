@@ -151,11 +151,13 @@ def _maintain(conn: psycopg.Connection[Any], retention_days: int) -> dict[str, A
     if dropped or purged:
         conn.execute(query("history_changed"))
     effects = conn.execute(query("expire_effects"), {"days": retention_days}).rowcount
+    attempts = conn.execute(query("expire_attempts"), {"days": retention_days}).rowcount
     agents = conn.execute(query("forget_agents")).rowcount
     return {
         "partitions_created": created,
         "partitions_dropped": dropped,
         "default_rows_purged": purged,
         "effects_expired": effects,
+        "attempts_expired": attempts,
         "agents_forgotten": agents,
     }

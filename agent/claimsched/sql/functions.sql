@@ -292,6 +292,8 @@ $$;
 -- orphan yields only to a running run or an older orphan. Only the jobs of the caller's scope
 -- (cs_agent_scope()) are considered. p_jobs NULL: the jobs of the agents row of p_agent_id
 -- (housekeeping keeps the list there: with 100,000 jobs, sending it was megabytes per call).
+-- The attempt a taken run had (orphaned, fenced out, or failed and retried) is kept in
+-- job_attempts, with its owner, times and error: the occurrence's history.
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_reclaim(p_agent_id text, p_jobs text[], p_capacity integer)
 RETURNS TABLE (id bigint, job_name text, fire_time timestamptz, kind text, attempt integer,
@@ -313,7 +315,8 @@ IF v_scope IS NOT NULL THEN
 END IF;
 RETURN QUERY
 WITH picked AS (
-    SELECT r.id, r.job_name, r.fire_time, r.status
+    SELECT r.id, r.job_name, r.fire_time, r.status, r.attempt, r.claimed_by, r.started_at,
+           r.finished_at, r.lease_until, r.error
     FROM job_runs r
     WHERE r.job_name = ANY(p_jobs)
       AND ((r.status = 'pending' AND r.fire_time <= now()) OR r.status = 'orphaned'
@@ -342,6 +345,18 @@ taken AS (
                           WHERE b.job_name = f.job_name AND b.id <> f.id
                             AND (b.status = 'running' OR f.status <> 'orphaned'
                                  OR b.fire_time < f.fire_time))))
+),
+superseded AS (  -- the attempt each taken run had before: its history
+    INSERT INTO job_attempts (job_name, fire_time, attempt, run_id, claimed_by, started_at,
+                              ended_at, outcome, error)
+    SELECT p.job_name, p.fire_time, p.attempt, p.id, p.claimed_by, p.started_at,
+           coalesce(p.finished_at, p.lease_until),
+           CASE WHEN p.status = 'failed' THEN 'failed'
+                WHEN p.error LIKE 'fenced out %' THEN 'fenced_out' ELSE 'orphaned' END,
+           p.error
+    FROM picked p JOIN taken t ON t.id = p.id AND t.fire_time = p.fire_time
+    WHERE p.status <> 'pending'
+    ON CONFLICT (job_name, fire_time, attempt) DO NOTHING
 )
 UPDATE job_runs r
 SET status = 'running', attempt = r.attempt + 1, claimed_by = p_agent_id,
@@ -376,12 +391,16 @@ END
 $$;
 
 -- Record the outcome of finished runs (batched), fenced by owner, attempt (the fencing
--- token) and lease token. The lease need not be alive: a handler that finished while the database was away
--- longer than its lease is recorded if nobody took the run over meanwhile (still running, or
--- orphaned by the reaper but not reclaimed: a reclaim sets a new owner and attempt). A run
--- fenced out for good (failed: max_runtime, Replace, attempts exhausted) stays as it is.
--- A failure is retried later when its job allows it and attempts remain. Only 'done' and
--- 'failed' are outcomes: a finished run is never reopened, nor a run set back to pending.
+-- token) and lease token. The lease need not be alive: a handler that finished while the
+-- database was away longer than its lease is recorded if nobody took the run over meanwhile
+-- (still running, or orphaned by the reaper but not reclaimed: a reclaim sets a new owner and
+-- attempt). A run fenced out for good (failed: max_runtime, Replace, attempts exhausted) stays
+-- as it is. A failure is retried later when its job allows it and attempts remain. 'done' and
+-- 'failed' are the job's outcomes: a finished run is never reopened, nor set back to pending.
+-- 'fenced_out' is not an outcome: the handler ended because this agent lost the lease, so the
+-- run goes back for the next attempt (orphaned, claimable at once: the agents are told), its
+-- error saying why, or fails for good when that was its last attempt (max_attempts, as the
+-- reaper does). An attempt superseded so is kept in job_attempts by the reclaim that follows.
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_complete(
     p_agent_id text, p_ids bigint[], p_fire_times timestamptz[], p_attempts integer[],
@@ -393,7 +412,18 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalo
 BEGIN
 RETURN QUERY
 UPDATE job_runs r
-SET status = c.status, finished_at = now(), error = c.error, lease_until = now(),
+SET status = CASE WHEN c.status <> 'fenced_out' THEN c.status
+                  WHEN r.attempt >= c.max_attempts THEN 'failed' ELSE 'orphaned' END,
+    finished_at = CASE WHEN c.status <> 'fenced_out' OR r.attempt >= c.max_attempts
+                       THEN now() END,
+    error = CASE WHEN c.status <> 'fenced_out' THEN c.error
+                 ELSE 'fenced out (claimed by ' || r.claimed_by || ', attempt ' || r.attempt
+                      || '): ' || coalesce(c.error, 'the lease was lost')
+                      || CASE WHEN r.attempt >= c.max_attempts
+                              THEN '; attempts exhausted' ELSE '' END END,
+    lease_until = least(r.lease_until, now()),
+    orphan_count = r.orphan_count
+                   + CASE WHEN c.status = 'fenced_out' AND r.status = 'running' THEN 1 ELSE 0 END,
     retry_at = CASE WHEN c.status = 'failed' AND c.retry AND r.attempt < c.max_attempts
                     THEN now() + make_interval(secs => c.backoff) END
 FROM unnest(p_ids, p_fire_times, p_attempts, p_lease_tokens, p_statuses, p_errors, p_retries,
@@ -402,8 +432,11 @@ FROM unnest(p_ids, p_fire_times, p_attempts, p_lease_tokens, p_statuses, p_error
 WHERE r.id = c.id AND r.fire_time = c.fire_time AND r.attempt = c.attempt
   AND r.lease_token = c.lease_token
   AND r.claimed_by = p_agent_id AND r.status IN ('running', 'orphaned')
-  AND c.status IN ('done', 'failed')
+  AND c.status IN ('done', 'failed', 'fenced_out')
 RETURNING r.id, r.retry_at;
+IF 'fenced_out' = ANY (p_statuses) THEN  -- runs given back want an owner now
+    PERFORM pg_notify('claimsched_runs', current_schema());
+END IF;
 END
 $$;
 

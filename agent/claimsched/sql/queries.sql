@@ -215,13 +215,22 @@ SELECT * FROM cs_request_runs(%(job_name)s, %(fire_times)s::timestamptz[], %(kin
 SELECT pg_notify('claimsched_runs', current_schema())
 
 -- name: list_runs
--- Recent runs, newest first, optionally for one job and/or one status.
-SELECT id, job_name, fire_time, kind, status, claimed_by, attempt, started_at, finished_at,
-       lease_until, orphan_count, retry_at, error
-FROM job_runs
-WHERE (%(job_name)s::text IS NULL OR job_name = %(job_name)s)
-  AND (%(status)s::text IS NULL OR status = %(status)s)
-ORDER BY fire_time DESC, id DESC
+-- Recent runs, newest first, optionally for one job and/or one status; each with the attempts
+-- a later one superseded (job_attempts, oldest first; the run's row is its last attempt).
+SELECT r.id, r.job_name, r.fire_time, r.kind, r.status, r.claimed_by, r.attempt, r.started_at,
+       r.finished_at, r.lease_until, r.orphan_count, r.retry_at, r.error,
+       coalesce(h.attempts, '[]') AS superseded
+FROM job_runs r
+LEFT JOIN LATERAL (
+    SELECT json_agg(json_build_object(
+               'attempt', a.attempt, 'claimed_by', a.claimed_by, 'started_at', a.started_at,
+               'ended_at', a.ended_at, 'outcome', a.outcome, 'error', a.error)
+           ORDER BY a.attempt) AS attempts
+    FROM job_attempts a WHERE a.job_name = r.job_name AND a.fire_time = r.fire_time
+) h ON true
+WHERE (%(job_name)s::text IS NULL OR r.job_name = %(job_name)s)
+  AND (%(status)s::text IS NULL OR r.status = %(status)s)
+ORDER BY r.fire_time DESC, r.id DESC
 LIMIT %(limit)s
 
 -- name: list_agents
@@ -244,6 +253,10 @@ UPDATE history_epoch SET epoch = epoch + 1
 -- name: expire_effects
 -- Maintenance: drop receipts older than the retention period.
 DELETE FROM job_effects WHERE fire_time < now() - make_interval(days => %(days)s)
+
+-- name: expire_attempts
+-- Maintenance: drop the history of attempts older than the retention period.
+DELETE FROM job_attempts WHERE fire_time < now() - make_interval(days => %(days)s)
 
 -- name: partitions
 -- The monthly partitions of job_runs, with their bounds.

@@ -59,11 +59,18 @@ ORDER BY r.fire_time DESC
 LIMIT %(limit)s
 
 -- name: web_run
--- One run by id with its schedule's attempt budget, its first %(effects)s effect receipts (the
--- attempt that recorded each) and how many it has in all, and the database clock.
+-- One run by id with its schedule's attempt budget, the attempts a later one superseded
+-- (job_attempts, oldest first), its first %(effects)s effect receipts (the attempt that
+-- recorded each) and how many it has in all, and the database clock.
 SELECT r.id, r.job_name, r.fire_time, r.kind, r.status, r.claimed_by, r.lease_until,
        r.attempt, r.started_at, r.finished_at, r.error, r.orphan_count, r.retry_at,
        s.max_attempts, s.schedule, s.time_zone,
+       coalesce(tried.numbers, '{}') AS attempt_numbers,
+       coalesce(tried.owners, '{}') AS attempt_owners,
+       coalesce(tried.started, '{}') AS attempt_started_at,
+       coalesce(tried.ended, '{}') AS attempt_ended_at,
+       coalesce(tried.outcomes, '{}') AS attempt_outcomes,
+       coalesce(tried.errors, '{}') AS attempt_errors,
        coalesce(receipts.entities, '{}') AS effect_entities,
        coalesce(receipts.attempts, '{}') AS effect_attempts,
        coalesce(receipts.recorded, '{}') AS effect_recorded_at,
@@ -71,6 +78,15 @@ SELECT r.id, r.job_name, r.fire_time, r.kind, r.status, r.claimed_by, r.lease_un
        now() AS db_now
 FROM job_runs r
 LEFT JOIN job_schedule s ON s.job_name = r.job_name
+LEFT JOIN LATERAL (
+    SELECT array_agg(a.attempt ORDER BY a.attempt) AS numbers,
+           array_agg(a.claimed_by ORDER BY a.attempt) AS owners,
+           array_agg(a.started_at ORDER BY a.attempt) AS started,
+           array_agg(a.ended_at ORDER BY a.attempt) AS ended,
+           array_agg(a.outcome ORDER BY a.attempt) AS outcomes,
+           array_agg(a.error ORDER BY a.attempt) AS errors
+    FROM job_attempts a WHERE a.job_name = r.job_name AND a.fire_time = r.fire_time
+) tried ON true
 LEFT JOIN LATERAL (
     SELECT array_agg(e.entity ORDER BY e.recorded_at, e.entity) AS entities,
            array_agg(e.attempt ORDER BY e.recorded_at, e.entity) AS attempts,

@@ -38,6 +38,11 @@ def run(data: RunDetail) -> dict[str, Any]:
         "max_attempts": data.max_attempts,
         "schedule_known": data.schedule_known,
         "duration_seconds": duration.total_seconds() if duration is not None else None,
+        "attempts": [
+            {"attempt": a.number, "claimed_by": a.claimed_by, "started_at": _utc(a.started_at),
+             "ended_at": _utc(a.ended_at), "outcome": a.outcome, "error": a.error}
+            for a in data.attempts
+        ],
         "effects": {
             "count": data.effect_count,
             "shown": [

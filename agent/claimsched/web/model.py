@@ -69,6 +69,19 @@ class Receipt:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """One attempt at a run's occurrence: who held it, when, and how it ended (a superseded
+    attempt: orphaned, fenced_out or failed; the run's last attempt: the run's status)."""
+
+    number: int
+    claimed_by: str | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    outcome: str
+    error: str | None
+
+
+@dataclass(frozen=True)
 class RunDetail:
     run: Run
     job_name: str
@@ -76,6 +89,7 @@ class RunDetail:
     retry_at: datetime | None
     max_attempts: int | None  # None when the schedule row is gone
     schedule_known: bool
+    attempts: list[Attempt]  # oldest first; the last is the run's own
     effects: list[Receipt]
     effect_count: int
     now: datetime
@@ -138,13 +152,23 @@ def run_detail(views: Views, run_id: int) -> RunDetail | None:
         for fields in zip(row["effect_entities"], row["effect_attempts"],
                           row["effect_recorded_at"], strict=True)
     ]
+    run = _run(row)
+    superseded = [
+        Attempt(number, owner, started, ended, outcome, redact_text(error) if error else None)
+        for number, owner, started, ended, outcome, error in zip(
+            row["attempt_numbers"], row["attempt_owners"], row["attempt_started_at"],
+            row["attempt_ended_at"], row["attempt_outcomes"], row["attempt_errors"], strict=True)
+    ]
+    last = Attempt(run.attempt, run.claimed_by, run.started_at, run.finished_at, run.status,
+                   run.error)
     return RunDetail(
-        run=_run(row),
+        run=run,
         job_name=row["job_name"],
         lease_until=row["lease_until"],
         retry_at=row["retry_at"],
         max_attempts=row["max_attempts"],
         schedule_known=row["schedule"] is not None,
+        attempts=[*superseded, last] if run.attempt > 0 else superseded,
         effects=effects,
         effect_count=row["effect_count"],
         now=row["db_now"],

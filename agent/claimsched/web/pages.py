@@ -18,6 +18,10 @@ SQUARE, GAP = 12, 3  # strip squares, px
 TIMELINE_WIDTH, TIMELINE_HEIGHT = 960, 64
 TABLE_ROWS = 100  # newest occurrences listed under the timeline
 _ALIVE, _GONE = '<span class="alive">live</span>', '<span class="dead">gone</span>'
+#: How an attempt ended, in words (a superseded attempt's outcome, or the run's status).
+OUTCOMES = {"orphaned": "orphaned (its lease expired)",
+            "fenced_out": "fenced out (lost its lease, gave the run back)",
+            "failed": "failed", "done": "done", "running": "running", "skipped": "skipped"}
 
 
 def esc(value: object) -> str:
@@ -102,6 +106,12 @@ def run(data: RunDetail) -> str:
         f"<td>{_utc(e.recorded_at)}</td></tr>" for e in data.effects)
     more = (f'<p class="muted">showing {len(data.effects)} of {data.effect_count}</p>'
             if data.effect_count > len(data.effects) else "")
+    tried = "".join(
+        f'<tr data-attempt="{a.number}"><td class="num">{a.number}</td>'
+        f"<td><code>{esc(a.claimed_by or 'none')}</code></td><td>{_utc(a.started_at)}</td>"
+        f'<td>{_utc(a.ended_at)}</td>'
+        f'<td data-field="outcome">{esc(OUTCOMES.get(a.outcome, a.outcome))}</td>'
+        f"<td>{esc(a.error or '')}</td></tr>" for a in data.attempts)
     body = (
         f"<h1>Run {r.id} of {esc(data.job_name)}</h1>"
         '<dl class="facts">'
@@ -122,6 +132,10 @@ def run(data: RunDetail) -> str:
         "<h2>Error</h2>"
         + (f'<pre class="error" data-field="error">{esc(r.error)}</pre>' if r.error
            else '<p class="muted">none</p>')
+        + f"<h2>Attempts ({len(data.attempts)})</h2>"
+        + (('<table class="attempts"><thead><tr><th class="num">attempt</th><th>owner</th>'
+            "<th>started</th><th>ended</th><th>outcome</th><th>why</th></tr></thead>"
+            f"<tbody>{tried}</tbody></table>") if tried else '<p class="muted">none yet</p>')
         + f"<h2>Effect receipts ({data.effect_count})</h2>"
         + (("<table><thead><tr><th>entity</th><th class=\"num\">attempt</th><th>recorded</th>"
             f"</tr></thead><tbody>{effects}</tbody></table>" + more) if effects
