@@ -1,4 +1,4 @@
-"""`python -m bench run {a,b,c,d} [options]` writes bench/results/<name>.json and .png;
+"""`python -m bench run {a,b,c,d,e,f} [options]` writes bench/results/<name>.json and .png;
 `python -m bench report` rewrites the results table in bench/README.md."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     sub = top.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one scenario")
-    run.add_argument("scenario", choices=["a", "b", "c", "d", "e"])
+    run.add_argument("scenario", choices=["a", "b", "c", "d", "e", "f"])
     run.add_argument("--replicas", "-R", type=int,
-                     help="agent processes (a: 4, b: 10, c: 4, e: 10)")
+                     help="agent processes (a: 4, b: 10, c: 4, e: 10, f: 3)")
     run.add_argument("--jobs", "-J", type=int,
                      help="jobs (a: 50, b: 10000, c: 2000, d: 10000, e: 100000)")
     run.add_argument("--period", type=int, help="@every period, seconds (a: 5, b: 30, c: 1)")
@@ -37,6 +37,8 @@ def parser() -> argparse.ArgumentParser:
                      "<name>-*.folded")
     run.add_argument("--sync", action="store_true", default=None,
                      help="a: on a Patroni cluster, a synchronous standby attached (<name>-sync)")
+    run.add_argument("--kills", type=int, help="f: SIGKILLs per lease setting (50)")
+    run.add_argument("--trials", type=int, help="f: reclaimers paused past their lease (10)")
     run.add_argument("--out", type=Path, help="result folder (bench/results)")
     run.add_argument("--name", help="result file name without extension")
     sub.add_parser("report", help="rewrite the table in bench/README.md from bench/results")
@@ -63,8 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .throughput import run
     elif args.scenario == "d":
         from .status import run
-    else:
+    elif args.scenario == "e":
         from .many import run
+    else:
+        from .recovery import run
     path = run(**options)
     result = json.loads(path.read_text())
     for check in result.get("targets", []):

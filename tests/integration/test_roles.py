@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import os
 import secrets
 import uuid
@@ -372,7 +373,7 @@ def test_a_scoped_agent_role_neither_claims_reclaims_nor_declares_another_job(
     agent_role, operator_role = (run_sql(login, "SELECT current_user")[0][0]
                                  for login in (logins.agent, logins.operator))
     scoped = ["roles", "--agent-role", agent_role, "--operator-role", operator_role,
-              "--jobs", "team-a-%", "--jobs", "billing", "--dsn", dsn]
+              "--jobs-like", "team-a-%", "--jobs", "billing", "--dsn", dsn]
     assert claimsched(scoped) == 0
     assert claimsched(scoped) == 0  # idempotent
     assert run_sql(dsn, "SELECT job_pattern FROM agent_scopes WHERE role = %s ORDER BY 1",
@@ -418,3 +419,30 @@ def test_a_scoped_agent_role_neither_claims_reclaims_nor_declares_another_job(
 def test_a_job_pattern_may_not_be_empty() -> None:
     with pytest.raises(ConfigurationError, match="may not be empty"):
         Roles(agent="a", operator="o", jobs=("billing", " "))
+    with pytest.raises(ConfigurationError, match="may not be empty"):
+        Roles(agent="a", operator="o", jobs_like=("",))
+
+
+def test_a_scope_by_name_is_that_job_alone_and_roles_says_which_jobs_it_matches(
+        logins: Logins, as_agent: Store, store: Store, dsn: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`--jobs daily_report` is one job: another team's `daily-report` (or `dailyXreport`) is
+    not in it, though '_' matches any one character in a LIKE pattern."""
+    agent_role, operator_role = (run_sql(login, "SELECT current_user")[0][0]
+                                 for login in (logins.agent, logins.operator))
+    for job in ("daily_report", "daily-report", "team-a-x"):
+        store.upsert_schedule(JobSpec(job_name=job, schedule="@every 1s", source="cli"))
+        store.request_runs(job, [past(5)], "manual")
+    capsys.readouterr()
+    assert claimsched(["roles", "--agent-role", agent_role, "--operator-role", operator_role,
+                       "--jobs", "daily_report", "--jobs-like", "team-a-%", "--dsn", dsn,
+                       "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["agent_jobs"] == ["daily_report", "team-a-x"]
+    assert said["agent_scope"] == ["daily\\_report", "team-a-%"]
+    taken = as_agent.reclaim("a1", ["daily-report", "daily_report", "team-a-x"], 5)
+    assert sorted(t.job_name for t in taken) == ["daily_report", "team-a-x"]
+    assert claimsched(["roles", "--agent-role", agent_role, "--operator-role", operator_role,
+                       "--dsn", dsn]) == 0
+    assert "acts for the jobs of its scope: today daily_report, team-a-x" in \
+        capsys.readouterr().out

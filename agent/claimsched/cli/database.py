@@ -7,6 +7,7 @@ import json
 
 from .. import tables
 from ..db import AGENT_ROLE, OPERATOR_ROLE, Roles
+from ..errors import InvalidSpec
 from .common import Add, open_store
 
 
@@ -39,23 +40,39 @@ def maintain(args: argparse.Namespace) -> int:
 
 
 def roles(args: argparse.Namespace) -> int:
-    jobs = () if args.all_jobs else tuple(args.jobs) if args.jobs else None
-    names = Roles(agent=args.agent_role, operator=args.operator_role, jobs=jobs)
+    if args.all_jobs and (args.jobs or args.jobs_like):
+        raise InvalidSpec("roles: --all-jobs, or --jobs/--jobs-like, not both")
+    scoped = args.all_jobs or args.jobs or args.jobs_like
+    names = Roles(agent=args.agent_role, operator=args.operator_role,
+                  jobs=tuple(args.jobs or ()) if scoped else None,
+                  jobs_like=tuple(args.jobs_like or ()) if scoped else None)
     store = open_store(args)
     try:
         store.grant_roles(names)
+        matching = store.scoped_jobs(names.agent)
     finally:
         store.close()
     summary = {"agent_role": names.agent, "operator_role": names.operator, "schema": args.schema,
-               "agent_jobs": None if jobs is None else sorted(set(jobs))}
+               "agent_scope": names.patterns if scoped else None, "agent_jobs": matching}
     if args.json:
         print(json.dumps(summary))
+        return 0
+    print(f"roles {names.agent} (agents) and {names.operator} (operator, CLI) can use schema "
+          f"{args.schema}; give each a password with ALTER ROLE ... PASSWORD")
+    if matching is None:
+        print(f"{names.agent} acts for every job")
     else:
-        scope = "" if jobs is None else f"; {names.agent} acts for " + (
-            f"the jobs matching {', '.join(sorted(set(jobs)))}" if jobs else "every job")
-        print(f"roles {names.agent} (agents) and {names.operator} (operator, CLI) can use schema "
-              f"{args.schema}{scope}; give each a password with ALTER ROLE ... PASSWORD")
+        jobs = ", ".join(j for j in matching) or "none yet"
+        print(f"{names.agent} acts for the jobs {_scope(names, scoped)}: today {jobs}")
     return 0
+
+
+def _scope(names: Roles, scoped: bool) -> str:
+    if not scoped:
+        return "of its scope"
+    parts = [f"named {', '.join(names.jobs)}" if names.jobs else "",
+             f"like {', '.join(names.jobs_like)}" if names.jobs_like else ""]
+    return " or ".join(p for p in parts if p)
 
 
 def register(add: Add) -> None:
@@ -70,14 +87,19 @@ def register(add: Add) -> None:
                          help=f"the apps' agents' role (default {AGENT_ROLE})")
     command.add_argument("--operator-role", default=OPERATOR_ROLE, metavar="NAME",
                          help=f"the operator's and the CLI's role (default {OPERATOR_ROLE})")
-    scope = command.add_mutually_exclusive_group()
-    scope.add_argument("--jobs", action="append", metavar="PATTERN",
-                       help="the agent role acts only for the jobs whose names match one of "
-                            "these LIKE patterns ('billing', 'team-a-%%'; repeatable): its claims, "
-                            "reclaims and code declarations of other jobs are refused. Replaces "
-                            "its previous scope; without --jobs the scope stays as it is")
-    scope.add_argument("--all-jobs", action="store_true",
-                       help="the agent role acts for every job again (the default of a new role)")
+    command.add_argument("--jobs", action="append", metavar="NAME",
+                         help="the agent role acts only for these jobs, by exact name "
+                              "(repeatable; '_' and '%%' are plain characters): its claims, "
+                              "reclaims and code declarations of other jobs are refused. "
+                              "With --jobs-like, replaces its previous scope; without either "
+                              "the scope stays as it is")
+    command.add_argument("--jobs-like", action="append", metavar="PATTERN",
+                         help="and the jobs whose names match this LIKE pattern ('team-a-%%': "
+                              "'%%' any characters, '_' any one character, '\\' escapes; "
+                              "repeatable)")
+    command.add_argument("--all-jobs", action="store_true",
+                         help="the agent role acts for every job again (the default of a new "
+                              "role)")
     command.epilog = ("No password is set: give one with ALTER ROLE <name> PASSWORD '...' (or log "
                       "in with certificates or your cloud's IAM). Run agents with "
                       "CLAIMSCHED_MIGRATE=false.")

@@ -22,12 +22,14 @@ _ROLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 @dataclass(frozen=True)
 class Roles:
-    """The names of the two roles, and the agent role's scope: the LIKE patterns of the jobs it
-    may act for (`jobs`; an empty tuple: every job; None: leave its scope as it is)."""
+    """The names of the two roles, and the agent role's scope: the jobs it may act for, by
+    exact name (`jobs`) and by LIKE pattern (`jobs_like`: '%' any characters, '_' any one, '\'
+    escapes). Both None: leave its scope as it is; both empty: every job."""
 
     agent: str = AGENT_ROLE
     operator: str = OPERATOR_ROLE
     jobs: tuple[str, ...] | None = None
+    jobs_like: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in (self.agent, self.operator):
@@ -36,8 +38,21 @@ class Roles:
                     f"role name {name!r}: letters, digits and '_', at most 63, not a digit first")
         if self.agent == self.operator:
             raise ConfigurationError("the agent and the operator need two different roles")
-        if self.jobs is not None and not all(pattern.strip() for pattern in self.jobs):
-            raise ConfigurationError("a job pattern may not be empty")
+        if not all(job.strip() for job in (*(self.jobs or ()), *(self.jobs_like or ()))):
+            raise ConfigurationError("a job name or pattern may not be empty")
+
+    @property
+    def patterns(self) -> list[str] | None:
+        """The scope as agent_scopes holds it: LIKE patterns, an exact name escaped into one
+        that matches it alone. None: leave the scope as it is; []: every job."""
+        if self.jobs is None and self.jobs_like is None:
+            return None
+        return sorted({*map(exact_pattern, self.jobs or ()), *(self.jobs_like or ())})
+
+
+def exact_pattern(name: str) -> str:
+    """The LIKE pattern that matches `name` and nothing else ('_' and '%' are literal)."""
+    return name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def roles_sql(roles: Roles, schema: str, database: str) -> sql.Composed:
@@ -59,6 +74,15 @@ def grant_roles(conn: psycopg.Connection[Any], schema: str, roles: Roles) -> Non
         migrations.check_version(conn)
         database = conn.execute(query("current_database")).fetchone()[0]  # type: ignore[index]
         conn.execute(roles_sql(roles, schema, database))
-        if roles.jobs is not None:
-            conn.execute(query("replace_agent_scope"),
-                         {"role": roles.agent, "patterns": sorted(set(roles.jobs))})
+        patterns = roles.patterns
+        if patterns is not None:
+            conn.execute(query("replace_agent_scope"), {"role": roles.agent, "patterns": patterns})
+
+
+def scoped_jobs(conn: psycopg.Connection[Any], schema: str, role: str) -> list[str] | None:
+    """The jobs with a schedule that `role`'s own scope lets it act for today, sorted; None when
+    it has no scope (every job)."""
+    with conn.transaction():
+        conn.execute(query("set_local_search_path"), {"search_path": search_path(conn, schema)})
+        rows = conn.execute(query("scoped_jobs"), {"role": role}).fetchall()
+    return None if not rows else sorted(name for (name,) in rows if name is not None)

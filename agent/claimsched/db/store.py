@@ -35,7 +35,7 @@ from .identity import IdentityWatch, read_identity
 from .listener import Listener, Poller
 from .queries import query
 from .receipts import Receipts
-from .roles import Roles, grant_roles
+from .roles import Roles, grant_roles, scoped_jobs
 from .session import Pooling, SessionOptions, detect_pooling, pooling_note
 
 log = logging.getLogger("claimsched.store")
@@ -207,6 +207,11 @@ class Store:
         """Create or update the agent's and the operator's roles (db/roles.py)."""
         with translated(), self._unhurried() as conn:
             grant_roles(conn, self.schema, roles)
+
+    def scoped_jobs(self, role: str) -> list[str] | None:
+        """The jobs `role`'s scope lets it act for today (None: every job; db/roles.py)."""
+        with translated(), self._unhurried() as conn:
+            return scoped_jobs(conn, self.schema, role)
 
     def check_version(self) -> None:
         with self.connection() as conn:

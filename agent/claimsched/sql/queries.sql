@@ -50,8 +50,9 @@ SELECT (SELECT coalesce(max(updated_at)::text, '') || '/' || count(*) FROM job_s
 SELECT current_database()
 
 -- name: replace_agent_scope
--- `claimsched roles --jobs` / `--all-jobs`: the agent role acts for exactly the jobs these LIKE
--- patterns match (migration 0011); no pattern: for every job.
+-- `claimsched roles --jobs` / `--jobs-like` / `--all-jobs`: the agent role acts for exactly the
+-- jobs these LIKE patterns match (migration 0011; an exact name comes escaped); no pattern: for
+-- every job.
 WITH gone AS (
     DELETE FROM agent_scopes
     WHERE role = %(role)s AND NOT job_pattern = ANY(%(patterns)s::text[])
@@ -59,6 +60,16 @@ WITH gone AS (
 INSERT INTO agent_scopes (role, job_pattern)
 SELECT %(role)s, p.pattern FROM unnest(%(patterns)s::text[]) AS p(pattern)
 ON CONFLICT DO NOTHING
+
+-- name: scoped_jobs
+-- `claimsched roles`: the jobs with a schedule that a role's own scope matches today, one row
+-- each; one row with a NULL job when its scope matches none; no row when it has no scope.
+SELECT s.job_name
+FROM (SELECT array_agg(a.job_pattern) AS patterns FROM agent_scopes a
+      WHERE a.role = %(role)s) p
+LEFT JOIN job_schedule s ON s.job_name LIKE ANY (p.patterns)
+WHERE p.patterns IS NOT NULL
+ORDER BY 1
 
 -- name: schema_versions
 -- Migrations already applied, oldest first.

@@ -1,0 +1,252 @@
+"""Scenario f: recovery. How soon and how completely work comes back after a replica dies or is
+fenced out, with real agent processes (bench/chaos/app.py) and real signals.
+
+- kill to restart: a manual run of a long job on R replicas; its owner is SIGKILLed (and
+  restarted); measured from the kill (database clock) to the next attempt's start, `kills`
+  times per (lease, heartbeat). The housekeeping period is the agent's default: what decides is
+  the lease and the heartbeat, not the period.
+- pause of the reclaimer: the owner of a run (effects `before`, 4 s of work, `after`) is
+  SIGKILLed; the replica that reclaims it is SIGSTOPped for its lease + 6 s, then continued.
+  Counted: how each trial ended (done, and each effect exactly once, is the only good ending)
+  and what its superseded attempts say (orphaned, fenced_out).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from claimsched.db import Store
+from claimsched.settings import AgentSettings
+from claimsched.tools.postgres import TemporaryPostgres
+from claimsched.version import __version__
+
+from .chaos.harness import Replicas
+from .common import RESULTS, finish
+from .measure import summary_ms, target
+
+HOUSEKEEPING = str(AgentSettings.fields["housekeeping_seconds"].default)
+LONG = "long"
+HALVES = "halves"
+
+
+def run(
+    replicas: int = 3,
+    kills: int = 50,
+    trials: int = 10,
+    out: Path | None = None,
+    name: str | None = None,
+) -> Path:
+    name = name or f"f-r{replicas}"
+    configs = [(5, 1), (10, 2)]  # (lease, heartbeat) seconds
+    result: dict[str, Any] = {
+        "scenario": "f",
+        "name": name,
+        "params": {"replicas": replicas, "kills": kills, "pause_trials": trials,
+                   "housekeeping_seconds": float(HOUSEKEEPING),
+                   "lease_heartbeat": configs},
+    }
+    latencies: dict[str, list[float]] = {}
+    with _database() as (pg, env):
+        result["environment"] = env
+        for lease, heartbeat in configs:
+            key = f"lease {lease} s, heartbeat {heartbeat} s"
+            latencies[key] = _kill_to_restart(pg.dsn, replicas, kills, lease, heartbeat)
+        result["pause_of_reclaimer"] = _pauses(pg.dsn, replicas, trials)
+    result["kill_to_restart"] = {
+        key: {**summary_ms(values), "bound_ms": 1000 * (lease + heartbeat)}
+        for (key, values), (lease, heartbeat) in zip(latencies.items(), configs, strict=True)
+    }
+    pauses = result["pause_of_reclaimer"]
+    result["targets"] = [
+        *(target(f"kill to restart p99, {key}, s", round(v["p99_ms"] / 1000, 3),
+                 v["bound_ms"] / 1000) for key, v in result["kill_to_restart"].items()),
+        target("pause of the reclaimer: trials not done with every effect once",
+               trials - pauses["outcomes"].get("done, effects once", 0), 0),
+    ]
+    out = out or RESULTS
+    path = finish(result, out, name)
+    _plot(result, latencies, out / f"{name}.png")
+    return path
+
+
+@contextmanager
+def _database() -> Iterator[tuple[TemporaryPostgres, dict[str, Any]]]:
+    with TemporaryPostgres() as pg:
+        store = Store(pg.dsn, max_size=1, name="bench-f-migrate")
+        try:
+            store.migrate()
+        finally:
+            store.close()
+        env = {"claimsched": __version__, "python": platform.python_version(),
+               "cpus": os.cpu_count(),
+               "loadavg_at_start": [round(x, 2) for x in os.getloadavg()]}
+        yield pg, env
+
+
+def _group(dsn: str, folder: Path, jobs: list[dict[str, Any]]) -> Replicas:
+    return Replicas(dsn, folder, jobs, {"CLAIMSCHED_HOUSEKEEPING_SECONDS": HOUSEKEEPING,
+                                        "CLAIMSCHED_LOG_LEVEL": "INFO"})
+
+
+def _wait(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.02)
+    raise TimeoutError(f"bench f: {what} did not happen within {timeout:g} s")
+
+
+def _trigger(dsn: str, job: str) -> int:
+    store = Store(dsn, max_size=1, name="bench-f")
+    store.open()
+    try:
+        ((run_id, _),) = store.request_runs(job, [store.db_now()], "manual")
+    finally:
+        store.close()
+    return int(run_id)
+
+
+def _running(group: Replicas, run_id: int, attempt: int) -> tuple[str, Any] | None:
+    rows = group.query("SELECT claimed_by, started_at FROM claimsched.job_runs"
+                       " WHERE id = %s AND attempt = %s AND status = 'running'", [run_id, attempt])
+    return (rows[0][0], rows[0][1]) if rows else None
+
+
+def _kill(group: Replicas, name: str, incarnation: int) -> Any:
+    """SIGKILL `name` (at the returned database instant) and start it again."""
+    ((killed_at,),) = group.query("SELECT clock_timestamp()")
+    group.running[name].signal(signal.SIGKILL)
+    group.running[name].process.wait(10)
+    group.running.pop(name)
+    group.start(name, log_name=f"{name}-{incarnation}")
+    return killed_at
+
+
+def _kill_to_restart(dsn: str, replicas: int, kills: int, lease: int,
+                     heartbeat: int) -> list[float]:
+    job = {"name": f"{LONG}{lease}", "schedule": "@yearly", "sleep": 3 * lease,
+           "lease_seconds": lease, "heartbeat_seconds": heartbeat,
+           "concurrency_policy": "Allow", "max_attempts": 2}
+    seconds: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="claimsched-bench-f-") as folder:
+        group = _group(dsn, Path(folder), [job])
+        try:
+            names = [f"r{i}" for i in range(replicas)]
+            for replica in names:
+                group.start(replica)
+            _wait(lambda: len(group.query("SELECT 1 FROM claimsched.agents WHERE last_seen >"
+                                          " now() - interval '5 s'")) >= replicas, 60, "agents")
+            seconds = [_one_kill(group, dsn, job["name"], kill, lease) for kill in range(kills)]
+        finally:
+            group.stop_all()
+    return seconds
+
+
+def _one_kill(group: Replicas, dsn: str, job: str, kill: int, lease: int) -> float:
+    """Seconds from the SIGKILL of a run's owner to its next attempt's start."""
+    run_id = _trigger(dsn, job)
+    owner, _ = _wait(lambda: _running(group, run_id, 1), 30, "the run to start")
+    killed_at = _kill(group, owner, kill)
+    _, restarted = _wait(lambda: _running(group, run_id, 2), 6 * lease + 60, "the next attempt")
+    return float((restarted - killed_at).total_seconds())
+
+
+def _pauses(dsn: str, replicas: int, trials: int) -> dict[str, Any]:
+    lease = 5
+    job = {"name": HALVES, "schedule": "@yearly", "before": "before", "after": "after",
+           "sleep": 4, "lease_seconds": lease, "heartbeat_seconds": 1}
+    outcomes: Counter[str] = Counter()
+    superseded: Counter[str] = Counter()
+    with tempfile.TemporaryDirectory(prefix="claimsched-bench-f-") as folder:
+        group = _group(dsn, Path(folder), [job])
+        try:
+            for replica in (f"p{i}" for i in range(replicas)):
+                group.start(replica)
+            for trial in range(trials):
+                run_id = _one_pause(group, dsn, trial, lease)
+                status = _wait(lambda run_id=run_id: _settled(group, run_id), 120, "the end")
+                outcomes[_ending(group, run_id, status)] += 1
+                for (outcome,) in group.query(
+                    "SELECT outcome FROM claimsched.job_attempts WHERE run_id = %s", [run_id]
+                ):
+                    superseded[outcome] += 1
+        finally:
+            group.stop_all()
+    return {"outcomes": dict(outcomes), "superseded_attempts": dict(superseded)}
+
+
+def _one_pause(group: Replicas, dsn: str, trial: int, lease: int) -> int:
+    """Kill a run's owner after its first effect, pause its reclaimer past the lease, continue
+    it; returns the run's id."""
+    run_id = _trigger(dsn, HALVES)
+    owner, _ = _wait(lambda: _running(group, run_id, 1), 30, "the run to start")
+    _wait(lambda: group.query("SELECT 1 FROM public.ledger l JOIN claimsched.job_runs r"
+                              " ON r.job_name = l.job AND r.fire_time = l.fire_time"
+                              " WHERE l.entity = 'before' AND r.id = %s", [run_id]),
+          30, "the first effect")
+    _kill(group, owner, trial)
+    reclaimer, _ = _wait(lambda: _running(group, run_id, 2), 120, "the reclaim")
+    group.running[reclaimer].signal(signal.SIGSTOP)
+    time.sleep(lease + 6)  # the pause itself: past the lease, whatever happens meanwhile
+    group.running[reclaimer].signal(signal.SIGCONT)
+    return run_id
+
+
+def _settled(group: Replicas, run_id: int) -> str | None:
+    rows = group.query("SELECT status FROM claimsched.job_runs WHERE id = %s"
+                       " AND status IN ('done', 'failed')", [run_id])
+    return str(rows[0][0]) if rows else None
+
+
+def _ending(group: Replicas, run_id: int, status: str) -> str:
+    effects = Counter(entity for (entity,) in group.query(
+        "SELECT l.entity FROM public.ledger l JOIN claimsched.job_runs r"
+        " ON r.job_name = l.job AND r.fire_time = l.fire_time WHERE r.id = %s", [run_id]))
+    if status == "done" and effects == {"before": 1, "after": 1}:
+        return "done, effects once"
+    if any(n > 1 for n in effects.values()):
+        return "duplicate effect"
+    return f"{status}, effects {dict(sorted(effects.items()))}"
+
+
+def _plot(result: dict[str, Any], latencies: dict[str, list[float]], path: Path) -> None:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
+    for label, seconds in latencies.items():
+        xs = sorted(seconds)
+        left.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post",
+                  label=f"{label} (n={len(xs)})")
+    for (lease, heartbeat) in result["params"]["lease_heartbeat"]:
+        left.axvline(lease + heartbeat, color="grey", lw=0.6, ls=":")
+    left.axhline(0.99, color="grey", lw=0.6, ls=":")
+    left.set_xlabel("kill to the next attempt's start, s (dotted: lease + heartbeat)")
+    left.set_ylabel("fraction of kills")
+    left.set_title("f: kill to restart")
+    left.grid(alpha=0.3)
+    left.legend(fontsize=8)
+    pauses = result["pause_of_reclaimer"]
+    labels = [*pauses["outcomes"], *(f"superseded: {k}" for k in pauses["superseded_attempts"])]
+    values = [*pauses["outcomes"].values(), *pauses["superseded_attempts"].values()]
+    right.barh(range(len(labels)), values, color="tab:blue")
+    right.set_yticks(range(len(labels)), labels, fontsize=8)
+    right.invert_yaxis()
+    right.set_title("f: reclaimer paused past its lease (trials)")
+    right.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
