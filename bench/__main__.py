@@ -1,4 +1,4 @@
-"""`python -m bench run {a,b,c,d} [options]` writes bench/results/<name>.json and .png;
+"""`python -m bench run {a,b,c,d,e,f} [options]` writes bench/results/<name>.json and .png;
 `python -m bench report` rewrites the results table in bench/README.md."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     sub = top.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one scenario")
-    run.add_argument("scenario", choices=["a", "b", "c", "d", "e"])
+    run.add_argument("scenario", choices=["a", "b", "c", "d", "e", "f"])
     run.add_argument("--replicas", "-R", type=int,
-                     help="agent processes (a: 4, b: 10, c: 4, e: 10)")
+                     help="agent processes (a: 4, b: 10, c: 4, e: 10, f: 4)")
     run.add_argument("--jobs", "-J", type=int,
                      help="jobs (a: 50, b: 10000, c: 2000, d: 10000, e: 100000)")
     run.add_argument("--period", type=int, help="@every period, seconds (a: 5, b: 30, c: 1)")
@@ -24,8 +24,11 @@ def parser() -> argparse.ArgumentParser:
                      help="measured window, seconds (a: 120, c: 30, e: 120)")
     run.add_argument("--idle-window", type=float, help="a: idle window, seconds (90)")
     run.add_argument("--warmup", type=float, help="seconds before the window (a: 10, c: 5, e: 20)")
-    run.add_argument("--handler-ms", type=float, help="b: each handler sleeps this long (10)")
-    run.add_argument("--max-concurrency", type=int, help="agents' worker slots (agent default)")
+    run.add_argument("--handler-ms", type=float,
+                     help="b, f: each handler sleeps this long (10)")
+    run.add_argument("--max-concurrency", type=int,
+                     help="agents' worker slots (agent default; f: 16)")
+    run.add_argument("--backlog", type=int, help="f: past occurrences backfilled (1000)")
     run.add_argument("--handoff", type=float,
                      help="a: replicas' CLAIMSCHED_HANDOFF_SECONDS (agent default; 0: no turns)")
     run.add_argument("--pgbench-seconds", type=float, help="c: seconds per pgbench run (10)")
@@ -63,8 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .throughput import run
     elif args.scenario == "d":
         from .status import run
-    else:
+    elif args.scenario == "e":
         from .many import run
+    else:
+        from .drain import run
     path = run(**options)
     result = json.loads(path.read_text())
     for check in result.get("targets", []):
