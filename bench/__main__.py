@@ -16,7 +16,7 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one scenario")
     run.add_argument("scenario", choices=["a", "b", "c", "d", "e", "f"])
     run.add_argument("--replicas", "-R", type=int,
-                     help="agent processes (a: 4, b: 10, c: 4, e: 10, f: 3)")
+                     help="agent processes (a: 4, b: 10, c: 4, e: 10, f: 3, f drain: 4)")
     run.add_argument("--jobs", "-J", type=int,
                      help="jobs (a: 50, b: 10000, c: 2000, d: 10000, e: 100000)")
     run.add_argument("--period", type=int, help="@every period, seconds (a: 5, b: 30, c: 1)")
@@ -24,8 +24,11 @@ def parser() -> argparse.ArgumentParser:
                      help="measured window, seconds (a: 120, c: 30, e: 120)")
     run.add_argument("--idle-window", type=float, help="a: idle window, seconds (90)")
     run.add_argument("--warmup", type=float, help="seconds before the window (a: 10, c: 5, e: 20)")
-    run.add_argument("--handler-ms", type=float, help="b: each handler sleeps this long (10)")
-    run.add_argument("--max-concurrency", type=int, help="agents' worker slots (agent default)")
+    run.add_argument("--handler-ms", type=float,
+                     help="b, f: each handler sleeps this long (10)")
+    run.add_argument("--max-concurrency", type=int,
+                     help="agents' worker slots (agent default; f: 16)")
+    run.add_argument("--backlog", type=int, help="f: past occurrences backfilled (1000)")
     run.add_argument("--handoff", type=float,
                      help="a: replicas' CLAIMSCHED_HANDOFF_SECONDS (agent default; 0: no turns)")
     run.add_argument("--pgbench-seconds", type=float, help="c: seconds per pgbench run (10)")
@@ -37,6 +40,8 @@ def parser() -> argparse.ArgumentParser:
                      "<name>-*.folded")
     run.add_argument("--sync", action="store_true", default=None,
                      help="a: on a Patroni cluster, a synchronous standby attached (<name>-sync)")
+    run.add_argument("--part", choices=["all", "restart", "drain"],
+                     help="f: one part (all: restart, then drain)")
     run.add_argument("--kills", type=int, help="f: SIGKILLs per lease setting (50)")
     run.add_argument("--trials", type=int, help="f: reclaimers paused past their lease (10)")
     run.add_argument("--out", type=Path, help="result folder (bench/results)")
@@ -69,12 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .many import run
     else:
         from .recovery import run
-    path = run(**options)
-    result = json.loads(path.read_text())
-    for check in result.get("targets", []):
-        mark = "met   " if check["met"] else "MISSED"
-        print(f"{mark} {check['metric']}: {check['value']} (target {check['target']})")
-    print(f"wrote {path} and {path.with_suffix('.png')}")
+    for path in run(**options) if args.scenario == "f" else [run(**options)]:
+        result = json.loads(path.read_text())
+        for check in result.get("targets", []):
+            mark = "met   " if check["met"] else "MISSED"
+            print(f"{mark} {check['metric']}: {check['value']} (target {check['target']})")
+        print(f"wrote {path} and {path.with_suffix('.png')}")
     return 0
 
 

@@ -88,6 +88,31 @@ def herd(result: dict[str, Any], offsets: Sequence[float], path: Path) -> None:
     plt.close(fig)
 
 
+def drain(result: dict[str, Any], curve: Sequence[tuple[float, int]], path: Path) -> None:
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    p = result["params"]
+    axes[0].plot([at for at, _ in curve], [done for _, done in curve], color="tab:blue")
+    axes[0].axhline(p["backlog"], color="grey", lw=0.6, ls=":")
+    axes[0].set_xlabel("seconds after the backfill was queued")
+    axes[0].set_ylabel("runs done")
+    axes[0].set_title(f"f: {p['backlog']} backfilled runs, {p['replicas']} replicas x "
+                      f"{p['max_concurrency']} slots: done in {result['drained_s']} s")
+    axes[0].grid(alpha=0.3)
+    spread = result["runs"]["per_replica"]
+    names = list(spread)
+    axes[1].bar(range(len(names)), [spread[n] for n in names], color="tab:blue")
+    axes[1].axhline(p["backlog"] / max(len(names), 1), color="green", ls="--",
+                    label="fair share")
+    axes[1].set_xticks(range(len(names)), names, fontsize=7, rotation=90)
+    axes[1].legend(fontsize=8)
+    axes[1].set_title("runs per replica")
+    st = result["statements"]
+    _kinds(axes[2], st["by_kind"], "per_fire", f"statements per run: {st['per_run']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def throughput(result: dict[str, Any], per_second: Sequence[int], path: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
     axes[0].plot(range(len(per_second)), per_second, marker=".")

@@ -34,6 +34,7 @@ from claimsched.settings import AgentSettings
 from claimsched.tools.postgres import TemporaryPostgres
 from claimsched.version import __version__
 
+from . import drain
 from .chaos.harness import Replicas
 from .common import RESULTS, finish
 from .measure import summary_ms, target
@@ -44,12 +45,35 @@ HALVES = "halves"
 
 
 def run(
+    part: str = "all",
+    replicas: int | None = None,
+    kills: int = 50,
+    trials: int = 10,
+    backlog: int = 1000,
+    handler_ms: float = 10.0,
+    max_concurrency: int = 16,
+    out: Path | None = None,
+    name: str | None = None,
+) -> list[Path]:
+    """Every part of scenario f (or the one named), each writing its own result."""
+    paths = []
+    if part in ("all", "restart"):
+        paths.append(restarts(replicas or 3, kills, trials, out,
+                              name if part == "restart" else None))
+    if part in ("all", "drain"):
+        paths.append(drain.run(replicas or 4, backlog, handler_ms, max_concurrency, out,
+                               name if part == "drain" else None))
+    return paths
+
+
+def restarts(
     replicas: int = 3,
     kills: int = 50,
     trials: int = 10,
     out: Path | None = None,
     name: str | None = None,
 ) -> Path:
+    """Kill to restart latency, and the reclaimer paused past its lease."""
     name = name or f"f-r{replicas}"
     configs = [(5, 1), (10, 2)]  # (lease, heartbeat) seconds
     result: dict[str, Any] = {
@@ -112,13 +136,16 @@ def _wait(condition: Callable[[], Any], timeout: float, what: str) -> Any:
     raise TimeoutError(f"bench f: {what} did not happen within {timeout:g} s")
 
 
-def _trigger(dsn: str, job: str) -> int:
-    store = Store(dsn, max_size=1, name="bench-f")
+def _trigger(group: Replicas, job: str) -> int:
+    """Queue one manual run of `job` now; its id."""
+    store = Store(group.dsn, max_size=1, name="bench-f")
     store.open()
     try:
-        ((run_id, _),) = store.request_runs(job, [store.db_now()], "manual")
+        (fire_time,) = store.request_runs(job, [store.db_now()], "manual")
     finally:
         store.close()
+    ((run_id,),) = group.query("SELECT id FROM claimsched.job_runs"
+                               " WHERE job_name = %s AND fire_time = %s", [job, fire_time])
     return int(run_id)
 
 
@@ -152,15 +179,15 @@ def _kill_to_restart(dsn: str, replicas: int, kills: int, lease: int,
                 group.start(replica)
             _wait(lambda: len(group.query("SELECT 1 FROM claimsched.agents WHERE last_seen >"
                                           " now() - interval '5 s'")) >= replicas, 60, "agents")
-            seconds = [_one_kill(group, dsn, job["name"], kill, lease) for kill in range(kills)]
+            seconds = [_one_kill(group, job["name"], kill, lease) for kill in range(kills)]
         finally:
             group.stop_all()
     return seconds
 
 
-def _one_kill(group: Replicas, dsn: str, job: str, kill: int, lease: int) -> float:
+def _one_kill(group: Replicas, job: str, kill: int, lease: int) -> float:
     """Seconds from the SIGKILL of a run's owner to its next attempt's start."""
-    run_id = _trigger(dsn, job)
+    run_id = _trigger(group, job)
     owner, _ = _wait(lambda: _running(group, run_id, 1), 30, "the run to start")
     killed_at = _kill(group, owner, kill)
     _, restarted = _wait(lambda: _running(group, run_id, 2), 6 * lease + 60, "the next attempt")
@@ -179,7 +206,7 @@ def _pauses(dsn: str, replicas: int, trials: int) -> dict[str, Any]:
             for replica in (f"p{i}" for i in range(replicas)):
                 group.start(replica)
             for trial in range(trials):
-                run_id = _one_pause(group, dsn, trial, lease)
+                run_id = _one_pause(group, trial, lease)
                 status = _wait(lambda run_id=run_id: _settled(group, run_id), 120, "the end")
                 outcomes[_ending(group, run_id, status)] += 1
                 for (outcome,) in group.query(
@@ -191,10 +218,10 @@ def _pauses(dsn: str, replicas: int, trials: int) -> dict[str, Any]:
     return {"outcomes": dict(outcomes), "superseded_attempts": dict(superseded)}
 
 
-def _one_pause(group: Replicas, dsn: str, trial: int, lease: int) -> int:
+def _one_pause(group: Replicas, trial: int, lease: int) -> int:
     """Kill a run's owner after its first effect, pause its reclaimer past the lease, continue
     it; returns the run's id."""
-    run_id = _trigger(dsn, HALVES)
+    run_id = _trigger(group, HALVES)
     owner, _ = _wait(lambda: _running(group, run_id, 1), 30, "the run to start")
     _wait(lambda: group.query("SELECT 1 FROM public.ledger l JOIN claimsched.job_runs r"
                               " ON r.job_name = l.job AND r.fire_time = l.fire_time"

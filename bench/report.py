@@ -20,6 +20,7 @@ TITLES = {
     "c": "c: claim throughput, 2000 jobs @every 1s, 4 replicas x 200 slots",
     "d": "d: operator status refresh, 10,000 and 100,000 ClaimSchedules",
     "e": "e: 100,000 schedules (99,000 daily, 1,000 @every 1s..60s), 10 replicas",
+    "f": "f: a backfill of 1,000 past occurrences drains (Allow, 10 ms handlers)",
 }
 
 
@@ -98,6 +99,18 @@ def _context(result: dict[str, Any]) -> list[tuple[str, Any]]:
             ("statements per fire", result["statements"]["per_fire"]),
             ("Postgres CPU s per minute", result["db_cpu_s_per_min"]),
             ("startup s (until every replica announced itself)", result.get("startup_s")),
+            ("deadlocks / server errors", errors),
+        ]
+    if s == "f":
+        done = result["done_at_s"]
+        return [
+            ("runs done at 10% / 50% / 90%, s", [done["10%"], done["50%"], done["90%"]]),
+            ("queue to handler start p50 / p99 ms",
+             [result["latency"]["queue_to_start"]["p50_ms"],
+              result["latency"]["queue_to_start"]["p99_ms"]]),
+            ("runs per replica", list(result["runs"]["per_replica"].values())),
+            ("statements per run", result["statements"]["per_run"]),
+            ("reclaim statements", _calls(result, "reclaim")),
             ("deadlocks / server errors", errors),
         ]
     largest = result["sizes"][-1]

@@ -53,6 +53,11 @@ SELECT job_name, extract(epoch FROM fire_time)::float8, status, claimed_by,
 FROM claimsched.job_runs
 WHERE fire_time >= to_timestamp(%(start)s) AND fire_time < to_timestamp(%(end)s)
 """
+# Scenario f: how far a backlog of one job is, and who took its runs.
+RUNS_DONE = "SELECT count(*) FROM claimsched.job_runs WHERE job_name = %(job)s AND status = 'done'"
+RUN_OWNERS = """
+SELECT claimed_by, count(*) FROM claimsched.job_runs WHERE job_name = %(job)s GROUP BY 1
+"""
 RUNS_STARTED_BETWEEN = """
 SELECT status, count(*) FROM claimsched.job_runs
 WHERE started_at >= to_timestamp(%(start)s) AND started_at < to_timestamp(%(end)s)

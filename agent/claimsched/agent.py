@@ -115,6 +115,7 @@ class Agent:
             health=self.health,
             on_change=lambda: self.claimer.slot_freed(),
             on_retry=lambda when: self.claimer.retry_at(when),
+            on_ended=lambda lease: self.claimer.run_ended(lease),
             backoff_base=self.settings.retry_backoff_seconds,
         )
         self.heartbeat = Heartbeat(

@@ -1,8 +1,16 @@
 """The claim loop: reads schedules, reclaims runs that want an owner, claims due occurrences.
 
 It wakes when told to (a NOTIFY, a freed slot it waits for, a retry falling due, a recovered
-database) or when the next occurrence is due, asks the planner what to claim, lets the database
-decide, and hands each lease it won to the workers.
+database, the end of a reclaimed run that may have left work behind) or when the next occurrence
+is due, asks the planner what to claim, lets the database decide, and hands each lease it won to
+the workers.
+
+Runs that want an owner (requests, orphans, due retries) drain at claim speed: each reclaim
+takes as many as slots are free, and while a reclaim may have left work behind (it took as many
+as it asked for, or a Forbid job's backlog waits for the run it started) the end of each run it
+started looks again. A reclaim that takes nothing ends the looking until news comes (a NOTIFY,
+housekeeping's `claimable`, a retry falling due). Scheduled fires never look: they cost no
+statement more.
 """
 
 from __future__ import annotations
@@ -75,6 +83,9 @@ class Claimer:
     _reclaim: bool = field(init=False, default=True)  # look for runs that want an owner
     _catch_up: bool = field(init=False, default=False)  # look back over the catch-up windows
     _next_retry: float | None = field(init=False, default=None)  # monotonic
+    # Runs a reclaim started that may have left work behind: their end looks again.
+    _follow: set[tuple[int, int]] = field(init=False, default_factory=set)  # (id, attempt)
+    _follow_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     # The last pass left work for want of a slot (or is still running): a freed slot wakes it.
     _starved: bool = field(init=False, default=True)
     _refreshed_at: float = field(init=False, default=0.0)  # monotonic
@@ -116,6 +127,15 @@ class Claimer:
         self._reclaim = True
         self.wake.set()
 
+    def run_ended(self, lease: Lease) -> None:
+        """A run ended and its outcome was recorded (so its Forbid job is no longer busy): if a
+        reclaim started it and may have left work behind, look for that work now."""
+        with self._follow_lock:
+            followed = (lease.id, lease.attempt) in self._follow
+            self._follow.discard((lease.id, lease.attempt))
+        if followed:
+            self.want_reclaim()
+
     def retry_at(self, when: datetime) -> None:
         """A failed run will want an owner at `when`: wake up then to reclaim it."""
         at = time.monotonic() + max(0.0, self.clock.seconds_until(when))
@@ -153,13 +173,7 @@ class Claimer:
             self._next_retry, self._reclaim = None, True
         if self._reclaim and self.workers.free():
             self._reclaim = False
-            # The database reads the job list from our presence row when it holds it.
-            jobs = None if self.listed() else self.names
-            for lease in self.store.reclaim(
-                self.agent_id, jobs, self.workers.free(), self._claiming
-            ):
-                metrics.RECLAIMS.labels(lease.job_name).inc()
-                self._start(lease, "reclaimed")
+            self._take_over(self.workers.free())
         capacity = self.workers.free()
         if not capacity:
             return FULL_WAIT  # a freed slot wakes the loop
@@ -201,6 +215,27 @@ class Claimer:
         if "deferred" in blocked:
             return RETRY_WAIT
         return self._sleep_seconds() if blocked else self._satisfied()
+
+    def _take_over(self, free: int) -> None:
+        """Reclaim runs that want an owner, as many as `free` slots, and start them. Those that
+        may have left work behind are followed: their end looks again (run_ended)."""
+        # The database reads the job list from our presence row when it holds it.
+        jobs = None if self.listed() else self.names
+        leases = self.store.reclaim(self.agent_id, jobs, free, self._claiming)
+        full = len(leases) >= free  # more may wait than there were slots
+        for lease in leases:
+            metrics.RECLAIMS.labels(lease.job_name).inc()
+            if full or self._holds_back(lease.job_name):
+                with self._follow_lock:  # before it starts: it may end at once
+                    self._follow.add((lease.id, lease.attempt))
+            self._start(lease, "reclaimed")
+
+    def _holds_back(self, job_name: str) -> bool:
+        """Whether the database lets this job's other waiting runs start only once the one it
+        gave us ends: Forbid (cs_reclaim starts one run of such a job at a time). A job whose
+        schedule we have not read may be Forbid."""
+        entry = self._schedules.get(job_name)
+        return entry is None or entry.shape.concurrency_policy == "Forbid"
 
     def _claiming(self) -> bool:
         return not self.stopping.is_set()

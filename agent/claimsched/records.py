@@ -71,6 +71,32 @@ class Completion:
 
 
 @dataclass(frozen=True)
+class Queued:
+    """A run queued by hand (trigger, backfill): pending until an agent takes it."""
+
+    id: int
+    job_name: str
+    fire_time: datetime
+
+
+#: Where a queued run stands for whoever waits for it: 'pending' while an owner will still
+#: take it (not started, orphaned, or failed with a retry to come), 'failed' for good (no retry
+#: will come, or it was skipped), 'gone' when no run has its key any more.
+QueuedState = Literal["pending", "running", "done", "failed", "gone"]
+
+
+@dataclass(frozen=True)
+class QueuedRun:
+    """A queued run as it is now (the store's queued_runs)."""
+
+    run: Queued
+    state: QueuedState
+    status: str | None  # job_runs.status; None when gone
+    attempt: int | None
+    error: str | None
+
+
+@dataclass(frozen=True)
 class DatabaseIdentity:
     """Which database a connection reached, and how durable its commits are.
 

@@ -49,3 +49,29 @@ def progress(text: str, stream: TextIO | None = None) -> Iterator[None]:
     finally:
         out.write(" done\n")
         out.flush()
+
+
+class StatusLine:
+    """One line of progress rewritten in place, on a terminal only (scripts see nothing); a
+    context manager that ends the line when the step is over."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._out = stream or sys.stderr
+        self._live = self._out.isatty()
+        self._shown = 0  # width of the text on the line now
+
+    def show(self, text: str) -> None:
+        if not self._live:
+            return
+        pad = " " * max(0, self._shown - _width(text))
+        self._out.write(f"\r{text}{pad}")
+        self._out.flush()
+        self._shown = _width(text)
+
+    def __enter__(self) -> StatusLine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live and self._shown:
+            self._out.write("\n")
+            self._out.flush()

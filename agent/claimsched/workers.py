@@ -49,7 +49,9 @@ class Workers:
     holds up the runs that take its slot.
 
     `new_run` makes the handle a handler gets; `complete` records finished runs; `on_change` is
-    called when a slot frees up, `on_retry` with the time a failed run will want an owner again.
+    called when a slot frees up, `on_retry` with the time a failed run will want an owner again,
+    `on_ended` with each finished run's lease once its completion statement has answered
+    (recorded, or refused: the lease was lost).
     """
 
     def __init__(
@@ -61,6 +63,7 @@ class Workers:
         health: DatabaseHealth,
         on_change: Callable[[], None],
         on_retry: Callable[[datetime], None],
+        on_ended: Callable[[Lease], None],
         backoff_base: float,
     ) -> None:
         self.size = size
@@ -70,6 +73,7 @@ class Workers:
         self._health = health
         self._on_change = on_change
         self._on_retry = on_retry
+        self._on_ended = on_ended
         self._backoff_base = backoff_base
         self._lock = threading.Lock()
         self._slots: dict[int, Slot] = {}
@@ -226,6 +230,7 @@ class Workers:
             retry_in = None
             for done in pending:
                 self._recorded(done, done.lease.id in recorded, recorded.get(done.lease.id))
+                self._on_ended(done.lease)
             pending = []
 
     def _in_flight(self, pending: list[Completion]) -> bool:

@@ -26,6 +26,7 @@ TINY = {
           "--max-concurrency", "20", "--pgbench-seconds", "1"],
     "d": ["--jobs", "40", "--refreshes", "1", "--history-days", "2"],
     "e": ["--replicas", "2", "--jobs", "200", "--window", "4", "--warmup", "1", "--changes", "1"],
+    "f": ["--part", "drain", "--replicas", "2", "--backlog", "40", "--max-concurrency", "4"],
 }
 KEYS = {
     "a": ["latency", "statements", "idle", "cpu_s_per_replica_per_min", "rss_mib_per_replica",
@@ -34,6 +35,7 @@ KEYS = {
     "c": ["agents", "pgbench", "ratio", "statements", "replicas"],
     "d": ["sizes"],
     "e": ["latency", "fires", "changes", "replicas", "statements"],
+    "f": ["drained_s", "done_at_s", "latency", "runs", "statements", "replicas"],
 }
 
 
@@ -49,7 +51,7 @@ def _bench(scenario: str, out: Path) -> dict[str, Any]:
     return result
 
 
-@pytest.mark.parametrize("scenario", ["a", "b", "c", "d", "e"])
+@pytest.mark.parametrize("scenario", ["a", "b", "c", "d", "e", "f"])
 def test_each_scenario_writes_a_result_and_a_plot(scenario: str, tmp_path: Path) -> None:
     result = _bench(scenario, tmp_path)
     assert result["scenario"] == scenario
@@ -74,6 +76,9 @@ def test_each_scenario_writes_a_result_and_a_plot(scenario: str, tmp_path: Path)
         assert result["fires"]["duplicates"] == 0 and result["fires"]["started"] > 0
         assert result["changes"][0]["visible_s"] is not None
         assert result["changes"][0]["rows_per_replica"] >= 1
+    if scenario == "f":
+        assert result["runs"]["duplicates"] == 0 and result["drained_s"] is not None
+        assert result["runs"]["started"] == 40
 
 
 def test_the_soak_versions_a_summary_and_keeps_the_raw_samples_apart(tmp_path: Path) -> None:

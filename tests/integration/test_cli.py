@@ -142,12 +142,16 @@ def test_backfill_queues_the_occurrences_of_a_range_once(
         "--json",
     )
     code, out, _ = run(capsys, *args)
-    assert code == 0 and json.loads(out) == {
+    result = json.loads(out)
+    queued = result.pop("runs")  # each run queued: id, fire time, status
+    assert code == 0 and result == {
         "job": "nightly-report",
         "occurrences": 5,
         "queued": 5,
         "already_present": 0,
     }
+    ids = sql(dsn, "SELECT id FROM job_runs ORDER BY fire_time")
+    assert [(r["id"],) for r in queued] == ids and {r["status"] for r in queued} == {"pending"}
     code, out, _ = run(capsys, *args)
     assert json.loads(out)["queued"] == 0
     fires = sql(

@@ -169,10 +169,12 @@ class Recorder:
         return {c.lease.id: self.retry_at for c in done if c.lease.id not in self.refuse}
 
 
-def workers(recorder: Recorder, retries: list[datetime], size: int = 2) -> Workers:
+def workers(recorder: Recorder, retries: list[datetime], size: int = 2,
+            ended: list[Lease] | None = None) -> Workers:
     return Workers(size, new_run=new_run(Book()), complete=recorder, log=LOG,
                    health=DatabaseHealth(LOG, lambda: None), on_change=lambda: None,
-                   on_retry=retries.append, backoff_base=2.0)
+                   on_retry=retries.append,
+                   on_ended=(ended if ended is not None else []).append, backoff_base=2.0)
 
 
 @contextmanager
@@ -238,6 +240,33 @@ def test_a_refused_completion_is_counted_not_retried() -> None:
         wait_for(lambda: pool.refused == 1, "the refusal")
     assert recorder.recorded[0].status == "done"
     assert retries == []
+
+
+class Watching(Recorder):
+    """Notes, as each completion statement is sent, how many ends were announced before it."""
+
+    def __init__(self, ended: list[Lease], refuse: set[int]) -> None:
+        super().__init__(refuse)
+        self.ended = ended
+        self.sent: list[tuple[int, int]] = []  # (ends announced, runs recorded) before each
+
+    def __call__(self, done: Sequence[Completion]) -> dict[int, datetime | None]:
+        self.sent.append((len(self.ended), len(self.recorded)))
+        return super().__call__(done)
+
+
+def test_a_run_is_said_to_have_ended_once_its_completion_was_answered_recorded_or_refused(
+) -> None:
+    """The claim loop looks for a Forbid job's next waiting run when this says its run ended:
+    before the completion is recorded, the database would still find the job busy."""
+    ended: list[Lease] = []
+    recorder = Watching(ended, refuse={8})
+    with running(workers(recorder, [], ended=ended)) as pool:
+        pool.start(lease(7), lambda run: None)
+        pool.start(lease(8), lambda run: None)
+        wait_for(lambda: len(ended) == 2, "both ends")
+    assert sorted(done.id for done in ended) == [7, 8]
+    assert all(announced <= recorded for announced, recorded in recorder.sent)
 
 
 def test_an_async_handler_is_awaited() -> None:

@@ -25,6 +25,8 @@ from ..records import (
     DatabaseIdentity,
     Housekeeping,
     Lease,
+    Queued,
+    QueuedRun,
     Written,
 )
 from ..specs import JobSpec, ScheduleRecord
@@ -429,6 +431,13 @@ class Store:
         self, job_name: str, fire_times: Sequence[datetime], kind: str
     ) -> list[datetime]:
         """Queue manual or backfill occurrences; returns the fire times that were new."""
+        return [queued.fire_time for queued in self.queue_runs(job_name, fire_times, kind)]
+
+    def queue_runs(
+        self, job_name: str, fire_times: Sequence[datetime], kind: str
+    ) -> list[Queued]:
+        """Queue manual or backfill occurrences; returns the runs that were new. Every
+        listening agent hears of them (NOTIFY, once they are committed) and takes its share."""
         with self.connection() as conn:
             exists = conn.execute(query("schedule_exists"), {"job_name": job_name}).fetchone()
             if not exists:
@@ -438,7 +447,18 @@ class Store:
                 {"job_name": job_name, "fire_times": list(fire_times), "kind": kind},
             ).fetchall()
             conn.execute(query("wake_agents"))
-        return [row[1] for row in rows]
+        return [Queued(run_id, job_name, fire_time) for run_id, fire_time in rows]
+
+    def queued_runs(self, queued: Sequence[Queued]) -> list[QueuedRun]:
+        """Where these queued runs stand now, in their order (one read, planned anew each
+        time as `unclaimed` is: a plan kept from an emptier table would scan it)."""
+        params = arrays(queued, ids="id", fire_times="fire_time")
+        with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(query("queued_runs"), params, prepare=False).fetchall()
+        return [
+            QueuedRun(run, row["state"], row["status"], row["attempt"], row["error"])
+            for run, row in zip(queued, rows, strict=True)
+        ]
 
     def list_runs(
         self, job_name: str | None = None, status: str | None = None, limit: int = 50

@@ -221,6 +221,22 @@ SELECT 1 FROM job_schedule WHERE job_name = %(job_name)s
 -- The statement and what it decides: sql/functions.sql's cs_request_runs.
 SELECT * FROM cs_request_runs(%(job_name)s, %(fire_times)s::timestamptz[], %(kind)s)
 
+-- name: queued_runs
+-- Where these runs (keys as parallel arrays) stand for whoever waits for them (trigger and
+-- backfill --wait), in the order given: `state` is 'done', 'running', 'pending' while an owner
+-- will still take the run (pending, orphaned, failed with a retry to come: what cs_reclaim
+-- takes), 'failed' for good (failed with no retry to come, or skipped), or 'gone' (no row).
+SELECT k.id, k.fire_time, r.status, r.attempt, r.error,
+       CASE WHEN r.id IS NULL THEN 'gone'
+            WHEN r.status IN ('done', 'running', 'pending') THEN r.status
+            WHEN r.status = 'orphaned' OR (r.status = 'failed' AND r.retry_at IS NOT NULL)
+                THEN 'pending'
+            ELSE 'failed' END AS state
+FROM unnest(%(ids)s::bigint[], %(fire_times)s::timestamptz[]) WITH ORDINALITY
+     AS k(id, fire_time, ord)
+LEFT JOIN job_runs r ON r.id = k.id AND r.fire_time = k.fire_time
+ORDER BY k.ord
+
 -- name: wake_agents
 -- Tell listening agents that runs want an owner.
 SELECT pg_notify('claimsched_runs', current_schema())
