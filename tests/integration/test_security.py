@@ -340,3 +340,37 @@ def test_an_agent_process_at_debug_level_never_logs_the_password(
     text = log.read_text()
     assert "database unavailable" in text and "agent stopped" in text
     assert _leaks(text) == [], text[-2000:]
+
+
+def test_migrate_and_roles_refuse_a_schema_where_another_role_may_create(
+    empty_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Whoever may CREATE in claimsched's schema could put a function or a table where its
+    SECURITY DEFINER functions look: migrate and roles name them and say how to fix it."""
+    from claimsched.cli import main
+
+    intruder = f"intruder_{os.getpid()}"
+
+    def admin(statement: str) -> None:
+        with psycopg.connect(empty_dsn, autocommit=True) as conn:
+            conn.execute(statement)
+
+    admin("CREATE SCHEMA shared; GRANT CREATE ON SCHEMA shared TO PUBLIC")
+    capsys.readouterr()
+    assert main(["migrate", "--schema", "shared", "--dsn", empty_dsn]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "schema shared: PUBLIC may CREATE in it" in err
+    assert 'REVOKE CREATE ON SCHEMA "shared" FROM PUBLIC' in err
+    with psycopg.connect(empty_dsn) as conn:
+        tables = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'shared'")
+        assert tables.fetchone() == (0,)
+    admin("REVOKE CREATE ON SCHEMA shared FROM PUBLIC")
+    assert main(["migrate", "--schema", "shared", "--dsn", empty_dsn]) == 0
+    admin(f"CREATE ROLE {intruder}; GRANT CREATE ON SCHEMA shared TO {intruder}")
+    try:
+        capsys.readouterr()
+        assert main(["roles", "--schema", "shared", "--dsn", empty_dsn]) == 1
+        assert f"schema shared: {intruder} may CREATE in it" in capsys.readouterr().err
+    finally:
+        admin(f"DROP OWNED BY {intruder}; DROP ROLE {intruder}")

@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ..errors import SchemaMismatch
+from ..errors import ConfigurationError, SchemaMismatch
 from .connection import search_path
 from .queries import functions_sql, migration_files, query
 
@@ -61,12 +61,26 @@ def check_version(conn: psycopg.Connection[Any]) -> None:
     )
 
 
+def check_schema_owned(conn: psycopg.Connection[Any], schema: str) -> None:
+    """Raise ConfigurationError when a role other than the schema's owner may CREATE in it:
+    such a role could put an object where claimsched's SECURITY DEFINER functions look."""
+    others = [row[0] for row in conn.execute(query("schema_creators"), {"schema": schema})]
+    if others:
+        quoted = sql.Identifier(schema).as_string(conn)
+        raise ConfigurationError(
+            f"schema {schema}: {', '.join(others)} may CREATE in it, so claimsched's functions "
+            f"could be made to run another role's objects; as its owner, run REVOKE CREATE ON "
+            f"SCHEMA {quoted} FROM {', '.join(others)}; or give claimsched a schema of its own "
+            "(--schema, CLAIMSCHED_SCHEMA)")
+
+
 def migrate(conn: psycopg.Connection[Any], schema: str) -> list[int]:
     """Bring the schema up to date; safe when many processes call it at once. Returns what ran."""
     applied: list[int] = []
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        check_schema_owned(conn, schema)
         conn.execute("SELECT set_config('search_path', %s, true)", [search_path(conn, schema)])
         current = schema_version(conn)
         if current is not None and current > SCHEMA_VERSION:

@@ -72,6 +72,7 @@ def grant_roles(conn: psycopg.Connection[Any], schema: str, roles: Roles) -> Non
     with conn.transaction():
         conn.execute(query("set_local_search_path"), {"search_path": search_path(conn, schema)})
         migrations.check_version(conn)
+        migrations.check_schema_owned(conn, schema)
         database = conn.execute(query("current_database")).fetchone()[0]  # type: ignore[index]
         conn.execute(roles_sql(roles, schema, database))
         patterns = roles.patterns

@@ -79,6 +79,18 @@ SELECT version FROM schema_version ORDER BY version
 -- Mark a migration as applied.
 INSERT INTO schema_version (version) VALUES (%(version)s) ON CONFLICT (version) DO NOTHING
 
+-- name: schema_creators
+-- Who besides the schema's owner may CREATE in it (granted directly; PUBLIC for everyone),
+-- leaving out the owner's own members and superusers: anyone listed could put a function or
+-- table where claimsched's SECURITY DEFINER functions look.
+SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS grantee
+FROM pg_namespace n,
+     aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
+WHERE n.nspname = %(schema)s AND a.privilege_type = 'CREATE' AND a.grantee <> n.nspowner
+  AND (a.grantee = 0 OR NOT (pg_has_role(a.grantee, n.nspowner, 'MEMBER')
+                             OR (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = a.grantee)))
+ORDER BY 1
+
 -- name: schema_exists
 -- Whether claimsched's tables exist in the current schema.
 SELECT to_regclass('schema_version') IS NOT NULL AS present
