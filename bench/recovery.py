@@ -136,6 +136,14 @@ def _wait(condition: Callable[[], Any], timeout: float, what: str) -> Any:
     raise TimeoutError(f"bench f: {what} did not happen within {timeout:g} s")
 
 
+def _start(group: Replicas, names: list[str]) -> None:
+    """Start these replicas and wait until each has said it is there (and declared its jobs)."""
+    for replica in names:
+        group.start(replica)
+    _wait(lambda: len(group.query("SELECT 1 FROM claimsched.agents WHERE agent_id = ANY(%s)",
+                                  [names])) == len(names), 60, "the agents")
+
+
 def _trigger(group: Replicas, job: str) -> int:
     """Queue one manual run of `job` now; its id."""
     store = Store(group.dsn, max_size=1, name="bench-f")
@@ -174,11 +182,7 @@ def _kill_to_restart(dsn: str, replicas: int, kills: int, lease: int,
     with tempfile.TemporaryDirectory(prefix="claimsched-bench-f-") as folder:
         group = _group(dsn, Path(folder), [job])
         try:
-            names = [f"r{i}" for i in range(replicas)]
-            for replica in names:
-                group.start(replica)
-            _wait(lambda: len(group.query("SELECT 1 FROM claimsched.agents WHERE last_seen >"
-                                          " now() - interval '5 s'")) >= replicas, 60, "agents")
+            _start(group, [f"r{i}" for i in range(replicas)])
             seconds = [_one_kill(group, job["name"], kill, lease) for kill in range(kills)]
         finally:
             group.stop_all()
@@ -203,8 +207,7 @@ def _pauses(dsn: str, replicas: int, trials: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="claimsched-bench-f-") as folder:
         group = _group(dsn, Path(folder), [job])
         try:
-            for replica in (f"p{i}" for i in range(replicas)):
-                group.start(replica)
+            _start(group, [f"p{i}" for i in range(replicas)])
             for trial in range(trials):
                 run_id = _one_pause(group, trial, lease)
                 status = _wait(lambda run_id=run_id: _settled(group, run_id), 120, "the end")

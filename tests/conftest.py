@@ -109,3 +109,15 @@ def no_threads_left_behind() -> Iterator[None]:
             break
         time.sleep(0.05)
     assert not left, f"threads left behind: {[t.name for t in left]}"
+
+
+@pytest.fixture(autouse=True)
+def logging_as_it_was() -> Iterator[None]:
+    """A command that configures claimsched's logging (claimsched.logs.configure: `web`,
+    `agent`) changes it for the whole process; the next test starts from what it was."""
+    import logging
+
+    logger = logging.getLogger("claimsched")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]

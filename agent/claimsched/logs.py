@@ -20,9 +20,22 @@ class FieldsFormatter(logging.Formatter):
         return f"{base} {extra}" if extra else base
 
 
+class Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler that writes to whatever `sys.stderr` is when a record comes, not to the stream
+    it was when configured (an embedding app, or a test, may have replaced and closed that)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        """logging.StreamHandler sets its stream; this one always reads sys.stderr."""
+
+
 def configure(level: str = "INFO") -> None:
     """Send claimsched's logs to stderr with their fields (for the CLI and run_forever)."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = Stderr()
     handler.setFormatter(FieldsFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("claimsched")
     root.handlers[:] = [handler]

@@ -9,6 +9,8 @@ from typing import Any
 
 import kopf
 
+from claimsched.deadlines import DEFAULT_GRACE
+
 from .status import Observation
 
 NORMAL, WARNING = "Normal", "Warning"
@@ -64,8 +66,9 @@ def transitions(
             + (f" (latest {when})" if when else ""))))
     if status.late and old.get("late") is not True:
         found.append(Event(WARNING, "Late", (
-            f"job {job}: the occurrence of {status.late_fire_time} has not started within "
-            "startingDeadlineSeconds; it is counted missed if it never runs")))
+            f"job {job}: no run of its occurrences since {status.late_fire_time}, past their "
+            f"grace (spec.startingDeadlineSeconds, else {DEFAULT_GRACE}); each one is counted "
+            "missed if it never runs")))
     if status.failing and old.get("failing") is not True:
         found.append(Event(WARNING, "FailingRepeatedly", (
             f"job {job}: {status.consecutive_failures} run(s) in a row failed")))

@@ -36,7 +36,7 @@ from .databases import (
 from .models import ClaimScheduleSpec, ConditionStatus, DatabaseRef, rfc3339
 from .runtime import Memo, Runtime
 from .settings import RETRY_DELAY_SECONDS
-from .status import Alerting
+from .status import Alerting, Observation
 
 log = logging.getLogger("claimsched.operator.handlers")
 
@@ -185,11 +185,12 @@ async def sync(
     patch.status["resolvedSchedule"] = schedule.resolved
     alerting = Alerting(parsed.starting_deadline_seconds, parsed.failure_threshold,
                         parsed.recovery_threshold)
-    runtime.catalog.put(Entry(owner, job, database.name, job_spec, schedule, alerting,
-                              status.get("failing") is True))
+    entry = Entry(owner, job, database.name, job_spec, schedule, alerting,
+                  status.get("failing") is True)
+    runtime.catalog.put(entry)
     patch.status["database"] = database.fingerprint
     _moved(body, job, status, database.fingerprint, left, found)
-    _synced(body, job_spec, synced.outcome, found)
+    _synced(body, job_spec, synced.outcome, found, _late_since(runtime.catalog.observation(entry)))
     logger.info("job %s synced: %s", job, synced.outcome)
     await triggers.request(database.owned, body, patch, job, logger)
 
@@ -307,7 +308,7 @@ def publish(
     wanted = [condition(AGENTS_AVAILABLE, live > 0, "AgentsAvailable" if live else "NoLiveAgent",
                         f"{live} live agent(s) handle job {entry.job_name}")]
     if found.status_of(SYNCED) == "True":
-        wanted.append(_ready(entry.spec, live > 0, datetime.now(UTC)))
+        wanted.append(_ready(entry.spec, live > 0, datetime.now(UTC), _late_since(observed)))
     found.set(*wanted)
     for event in events.transitions(entry.job_name, status, observed, memo.observed,
                                     None if agents_before is None else agents_before == "True"):
@@ -389,8 +390,10 @@ async def _open(runtime: Runtime, namespace: str | None, ref: DatabaseRef | None
     return await asyncio.to_thread(runtime.databases.get, DEFAULT)
 
 
-def _synced(body: kopf.Body, spec: JobSpec, outcome: WriteOutcome, found: Conditions) -> None:
-    """Conditions, metrics and an Event (when something changed) for a row written."""
+def _synced(body: kopf.Body, spec: JobSpec, outcome: WriteOutcome, found: Conditions,
+            late_since: str | None) -> None:
+    """Conditions, metrics and an Event (when something changed) for a row written;
+    `late_since`: what the last status refresh said (`_late_since`)."""
     metrics.SCHEDULES_SYNCED.labels(outcome).inc()
     resolved = spec.parsed.resolved
     shown = spec.schedule if resolved == spec.schedule else f"{spec.schedule} (= {resolved})"
@@ -399,21 +402,35 @@ def _synced(body: kopf.Body, spec: JobSpec, outcome: WriteOutcome, found: Condit
                + (f" (suspended until {rfc3339(spec.suspend_until)})"
                   if spec.enabled and spec.suspend_until else ""))
     found.set(condition(SYNCED, True, "Synced", message),
-              _ready(spec, found.status_of(AGENTS_AVAILABLE) != "False", datetime.now(UTC)))
+              _ready(spec, found.status_of(AGENTS_AVAILABLE) != "False", datetime.now(UTC),
+                     late_since))
     if outcome != "unchanged" or found.status_of(SYNCED) != "True":
         events.post(body, events.Event(events.NORMAL, "Synced", f"{message}: row {outcome}"))
 
 
-def _ready(spec: JobSpec, agents: bool, now: datetime) -> Wanted:
+def _ready(spec: JobSpec, agents: bool, now: datetime, late_since: str | None) -> Wanted:
+    """Ready: suspended (True), else False while no live agent handles the job or it is late
+    (claimsched.deadlines; `late_since`: the oldest occurrence without a run), else True."""
     job = spec.job_name
     if spec.suspended_at(now):
         until = f" until {rfc3339(spec.suspend_until)}" if spec.enabled and spec.suspend_until \
             else ""
         reason = f": {spec.suspend_reason}" if spec.suspend_reason else ""
         return condition(READY, True, "Suspended", f"job {job} is suspended{until}{reason}")
+    late = f"late: no run of its occurrences since {late_since}" if late_since else None
     if not agents:
-        return condition(READY, False, "NoLiveAgent", f"no live agent has a handler for {job}")
+        return condition(READY, False, "NoLiveAgent", f"no live agent has a handler for {job}"
+                         + (f"; {late}" if late else ""))
+    if late:
+        return condition(READY, False, "Late", f"job {job} is {late}")
     return condition(READY, True, "Ready", f"job {job} is scheduled and handled")
+
+
+def _late_since(observed: Observation | None) -> str | None:
+    """The oldest occurrence without a run while the job is late, as the status says it."""
+    if observed is None or not observed.status.late:
+        return None
+    return observed.status.late_fire_time
 
 
 def _invalid(runtime: Runtime, body: kopf.Body, owner: str, job: str, exc: Exception,

@@ -16,6 +16,8 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from claimsched.deadlines import DEFAULT_GRACE
+
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 REFRESH_SECONDS = Histogram(
@@ -78,8 +80,8 @@ WITHOUT_AGENTS = Gauge(
 )
 LATE = Gauge(
     "claimsched_operator_late",
-    "1 while an occurrence is older than spec.startingDeadlineSeconds and has not started "
-    "(status.late), else 0.",
+    f"1 while an occurrence past its grace (spec.startingDeadlineSeconds, else {DEFAULT_GRACE}) "
+    "has no run, nor any later one (status.late), else 0.",
     SCHEDULE_LABELS,
     registry=REGISTRY,
 )

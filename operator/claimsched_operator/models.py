@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from claimsched.deadlines import DEFAULT_GRACE
+
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
@@ -41,7 +43,8 @@ class ClaimScheduleSpec(_Camel):
     database_ref: DatabaseRef | None = Field(None, alias="databaseRef", description="DSN Secret.")
     starting_deadline_seconds: int | None = Field(
         None, alias="startingDeadlineSeconds", ge=1, le=2678400,
-        description="Seconds after its fire time an occurrence may start before it is Late.")
+        description="Seconds after its fire time an occurrence may start before it is Late "
+                    f"(unset: {DEFAULT_GRACE}).")
     failure_threshold: int = Field(
         3, alias="failureThreshold", ge=1, le=100,
         description="Consecutive failed runs that make the schedule failing.")

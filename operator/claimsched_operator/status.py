@@ -8,12 +8,13 @@ import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import lru_cache
 from operator import itemgetter
 from typing import Any
 
 from claimsched.db import OwnedSchedules, redact_text
+from claimsched.deadlines import Lateness, grace, lateness
 from claimsched.schedules import Schedule
 
 from .history import SettledHistory
@@ -28,8 +29,8 @@ PROMOTED_AFTER = 50_000
 
 @dataclass(frozen=True)
 class Alerting:
-    """A ClaimSchedule's alert settings: spec.startingDeadlineSeconds (None: no deadline),
-    spec.failureThreshold and spec.recoveryThreshold."""
+    """A ClaimSchedule's alert settings: spec.startingDeadlineSeconds (None: the schedule's
+    default grace, claimsched.deadlines), spec.failureThreshold and spec.recoveryThreshold."""
 
     starting_deadline_seconds: int | None = None
     failure_threshold: int = 3
@@ -212,7 +213,8 @@ def observe(
             row["latest_seen"] is None or latest > row["latest_seen"]
         ):
             last_missed = _text(latest)  # the newest settled occurrence has no run
-    inputs = (upcoming, missed_day, missed_all, last_missed, late, failing,
+    late_since = late.since if late is not None else None
+    inputs = (upcoming, missed_day, missed_all, last_missed, late_since, failing,
               *_status_values(row))
     if previous is not None and previous.inputs == inputs:
         return previous
@@ -239,7 +241,7 @@ def observe(
         missed_runs=_missed(missed_day, missed_all, last_missed),
         live_agents=int(row["live_agents"]),
         late=late is not None,
-        late_fire_time=_time(late),
+        late_fire_time=_time(late_since),
         consecutive_failures=int(row["consecutive_failures"]),
         failing=failing,
         durability=row["durability"],
@@ -278,17 +280,16 @@ _STATUS_COLUMNS = (
 _status_values = itemgetter(*_STATUS_COLUMNS)
 
 
-def _late(row: Mapping[str, Any], schedule: Schedule, deadline: int | None) -> datetime | None:
-    """The newest occurrence more than `deadline` seconds old when no run holds it (nor any
-    later occurrence): a start that is late. Occurrences before the schedule became active, or
-    while it was suspended, are never late."""
-    if deadline is None or not row["enabled"]:
+def _late(row: Mapping[str, Any], schedule: Schedule, deadline: int | None) -> Lateness | None:
+    """Whether the job is late (claimsched.deadlines): an occurrence past its grace (`deadline`
+    seconds, or the schedule's default) has no run, nor any later one. Occurrences before the
+    schedule became active, or while it was suspended, are never late."""
+    if not row["enabled"]:
         return None
-    due = _latest_at_or_before(schedule, row["db_now"] - timedelta(seconds=deadline))
-    if due is None or due <= max(t for t in (row["active_since"], row["suspend_until"]) if t):
-        return None
-    started = row["latest_occurrence"]
-    return due if started is None or started < due else None
+    since, until = row["active_since"], row["suspend_until"]
+    active_from = since if until is None else max(since, until)
+    return lateness(schedule, row["db_now"], grace(schedule, deadline), active_from,
+                    row["latest_occurrence"])
 
 
 def _time(t: datetime | None) -> str | None:

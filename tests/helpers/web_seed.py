@@ -97,3 +97,28 @@ def _run(conn: psycopg.Connection[Any], job: str, fire: datetime, status: str,
          fire + timedelta(seconds=1),
          None if status == "running" else fire + timedelta(seconds=3), error,
          fire + timedelta(minutes=2) if status == "running" else None])
+
+
+def seed_dead_fleet(dsn: str, job: str = "tick") -> datetime:
+    """`job` runs @every 2s (default catch-up window and lease: nothing of the last minutes is
+    missed yet); its agents ran it until a minute ago: one stopped then, the other was
+    SIGKILLed and its presence expired. Returns the fire time of its last run."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET search_path = claimsched, public")
+        conn.execute("INSERT INTO job_schedule (job_name, schedule, source, active_since) "
+                     "VALUES (%s, '@every 2s', 'cli', now() - interval '10 minutes')", [job])
+        last: datetime = max(row[0] for row in conn.execute(
+            "INSERT INTO job_runs (job_name, fire_time, status, claimed_by, attempt, "
+            "                      started_at, finished_at) "
+            "SELECT %s, t, 'done', 'agent-stopped', 1, t, t "
+            "FROM generate_series(date_trunc('minute', now()) - interval '5 minutes', "
+            "                     date_trunc('minute', now()) - interval '1 minute', "
+            "                     interval '2 seconds') t "
+            "RETURNING fire_time", [job]))
+        conn.execute(
+            "INSERT INTO agents (agent_id, hostname, handlers, version, last_seen, stopped_at, "
+            "                    ttl_seconds) "
+            "VALUES ('agent-stopped', 'host-c', %(jobs)s, '0.1.0', %(last)s, %(last)s, 9), "
+            "       ('agent-killed', 'host-d', %(jobs)s, '0.1.0', %(last)s, NULL, 9)",
+            {"jobs": [job], "last": last})
+    return last

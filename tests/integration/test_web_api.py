@@ -9,6 +9,7 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -20,7 +21,7 @@ from claimsched.cli import main
 from claimsched.db import Store, Views
 from claimsched.tools.postgres import free_port
 from claimsched.web.server import make_server
-from tests.helpers.web_seed import HOSTILE_JOB, PASSWORD, seed
+from tests.helpers.web_seed import HOSTILE_JOB, PASSWORD, seed, seed_dead_fleet
 
 from .support import sql
 
@@ -136,6 +137,39 @@ def test_a_schedule_timeline_counts_its_runs_and_its_missed_occurrences(
     assert all(f["local"][11:16] == "02:00" for f in data["next_fires"])
     assert all(f["clock_change"] is None or f["clock_change"].startswith("clocks go")
                for f in data["next_fires"])
+
+
+def test_a_job_whose_fleet_is_gone_is_late_and_unhealthy_in_the_json_and_the_pages(
+    dsn: str, serve: Any
+) -> None:
+    last = seed_dead_fleet(dsn)
+    web = serve(Store(dsn, max_size=2, name="claimsched-web-test"))
+    overview = web.json("/api/schedules")
+    listed = {s["job"]: s for s in overview["schedules"]}["tick"]
+    detail = web.json("/api/schedules/tick")
+    for found, at in ((listed, overview["now"]), (detail, detail["now"])):
+        assert (found["verdict"], found["healthy"], found["live_agents"]) == ("late", False, 0)
+        assert set(found["reasons"]) == {"late", "no_live_agent"}
+        late = found["late"]
+        assert late["since"] == (last + timedelta(seconds=2)).isoformat()
+        assert late["seconds"] >= 60 > late["grace_seconds"] > 0
+        # Every square without a run past its grace is late; none is missed yet.
+        now = datetime.fromisoformat(at)
+        grace = timedelta(seconds=late["grace_seconds"])
+        for square in found["recent"]["occurrences"]:
+            fire = datetime.fromisoformat(square["fire_time"])
+            if "run" not in square:
+                assert square["class"] == ("late" if fire <= now - grace else "due"), square
+        assert found["recent"]["counts"]["late"] > 0 == found["recent"]["counts"]["missed"]
+    assert detail["timeline"]["counts"]["late"] > 0
+    _, _, page = web.request("/")
+    row = page.decode().split('<tr data-job="tick">')[1].split("</tr>")[0]
+    assert 'data-field="health"' in row and "late" in row and "no live agent" in row
+    assert 'class="sq late"' in row
+    assert '<span data-count="unhealthy">1 unhealthy</span>' in page.decode()
+    _, _, page = web.request("/schedules/tick")
+    health = page.decode().split('data-field="health"')[1].split("</dd>")[0]
+    assert "late" in health and "no live agent" in health
 
 
 def test_a_run_shows_its_attempts_owner_receipts_and_a_redacted_error(web: Web, dsn: str) -> None:

@@ -1,16 +1,19 @@
 """Per-schedule alerts from the one status statement, on a real Postgres: the failure streak,
-failing with its recovery hysteresis, and a start that is late past startingDeadlineSeconds."""
+failing with its recovery hysteresis, and a start that is late past its grace
+(startingDeadlineSeconds, or the schedule's default)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 import psycopg
 import pytest
 
 from claimsched.db import OwnedSchedules, Store
 from claimsched.schedules import Schedule
+from claimsched_operator.models import rfc3339
 from claimsched_operator.status import Alerting, Observation, OccurrenceCounter, refresh
 
 JOB = "nightly"
@@ -92,9 +95,13 @@ def test_the_streak_counts_at_most_the_latest_hundred_runs(
 def test_an_occurrence_not_started_within_the_deadline_is_late(
         dsn: str, owned: OwnedSchedules) -> None:
     finish(dsn, "done")  # half an hour ago; nothing since
-    assert not observe(owned, Alerting()).status.late, "no deadline: never late"
+    (last,), = sql_rows(dsn, "SELECT max(fire_time) FROM claimsched.job_runs")
+    since = rfc3339(last + timedelta(seconds=10))  # the oldest occurrence without a run
+    seen = observe(owned, Alerting())
+    assert (seen.status.late, seen.status.late_fire_time) == (True, since), \
+        "no deadline: the default grace (one period, at least 10 s)"
     seen = observe(owned, Alerting(starting_deadline_seconds=30))
-    assert seen.status.late and seen.status.late_fire_time
+    assert (seen.status.late, seen.status.late_fire_time) == (True, since)
     due = EVERY.latest_at_or_before(_db_now(dsn))
     assert due is not None
     with psycopg.connect(dsn, autocommit=True) as conn:  # it starts at last (catch-up)
@@ -108,6 +115,11 @@ def test_an_occurrence_not_started_within_the_deadline_is_late(
         conn.execute("UPDATE claimsched.job_schedule SET enabled = false")
         conn.execute("DELETE FROM claimsched.job_runs WHERE fire_time = %s", [due])
     assert not observe(owned, Alerting(starting_deadline_seconds=30)).status.late, "suspended"
+
+
+def sql_rows(dsn: str, statement: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(statement).fetchall()
 
 
 def _db_now(dsn: str) -> datetime:

@@ -20,6 +20,7 @@ from conftest import (
     create,
     events,
     patch,
+    sample,
     status,
 )
 
@@ -57,6 +58,57 @@ def test_created_schedule_is_synced_run_by_agents_and_reported(
         assert condition(api, "tick", "Synced")["status"] == "True"  # type: ignore[index]
         assert condition(api, "tick", "AgentsAvailable")["status"] == "True"  # type: ignore[index]
     assert len(events(served, "Synced", "tick")) == 1
+
+
+def test_a_fleet_that_stopped_or_was_killed_is_reported_unavailable_and_late(
+        served: Served, api: kubernetes.client.CustomObjectsApi, operator: Operator,
+        store: Store, dsn: str, tmp_path: Path) -> None:
+    """No spec.startingDeadlineSeconds: the default grace applies. One job's agent stops
+    (SIGTERM: its presence says stopped), the other's is SIGKILLed (its presence expires)."""
+    operator.serve_metrics = True
+    operator.start()
+    for name in ("stopped", "killed"):
+        create(api, claimschedule(name, "@every 2s", leaseSeconds=6, heartbeatSeconds=1))
+        wait_for(lambda n=name: rows(store, n), f"{name}'s row", log=operator.log)
+    with replicas(dsn, tmp_path, [{"name": "stopped"}]) as stopping, \
+            replicas(dsn, tmp_path, [{"name": "killed"}]) as killing:
+        agents = {"stopped": stopping.start("s1"), "killed": killing.start("k1")}
+        for name in agents:
+            wait_for(lambda n=name: (c := condition(api, n, "AgentsAvailable"))
+                     and c["status"] == "True" and status(api, n).get("lastSuccessfulTime"),
+                     f"{name} handled and run", log=operator.log)
+            assert status(api, name).get("late") is False
+        before = {name: len(events(served, "NoLiveAgent", name)) for name in agents}
+        agents["stopped"].signal(signal.SIGTERM)
+        agents["killed"].signal(signal.SIGKILL)
+        for agent in agents.values():
+            agent.process.wait(30)
+
+        for name in agents:
+            late = wait_for(lambda n=name: (s := status(api, n)).get("late") and s,
+                            f"{name} to be late", log=operator.log)
+            assert late["liveAgents"] == 0 and late["lateFireTime"]
+            available = condition(api, name, "AgentsAvailable")
+            assert available is not None and available["status"] == "False"
+            assert available["reason"] == "NoLiveAgent"
+            ready = condition(api, name, "Ready")
+            assert ready is not None and ready["status"] == "False"
+            assert ready["reason"] == "NoLiveAgent"
+            assert f"late: no run of its occurrences since {late['lateFireTime']}" in \
+                ready["message"]
+            wait_for(lambda n=name: len(events(served, "NoLiveAgent", n)) > before[n],
+                     f"{name}'s NoLiveAgent Event")
+            event = wait_for(lambda n=name: events(served, "Late", n), f"{name}'s Late Event")
+            assert late["lateFireTime"] in event[0]["message"]
+            labels = {"namespace": "default", "claimschedule": name, "job_name": name}
+            wait_for(lambda n=labels: (m := operator.metrics())
+                     and sample(m, "claimsched_operator_late", **n) == 1
+                     and sample(m, "claimsched_operator_schedules_without_agents", **n) == 1,
+                     f"{name}'s late and without-agents gauges", log=operator.log)
+    assert {name: len(events(served, "NoLiveAgent", name)) - before[name]
+            for name in agents} == {"stopped": 1, "killed": 1}, "once each, on the transition"
+    assert {name: len(events(served, "Late", name)) for name in agents} == {
+        "stopped": 1, "killed": 1}
 
 
 def db_time(store: Store) -> datetime:

@@ -75,7 +75,8 @@ def scenario(api: kubernetes.client.CustomObjectsApi, operator: Operator, served
             ("claimsched_operator_orphaned_runs", "slow"): lambda v: v == 1,
             ("claimsched_operator_schedules_without_agents", "slow"): lambda v: v == 1,
             ("claimsched_operator_late", "lonely"): lambda v: v == 1,
-            ("claimsched_operator_late", "flaky"): lambda v: v == 0,  # no deadline: never
+            ("claimsched_operator_late", "flaky"): lambda v: v == 0,  # its runs start
+            ("claimsched_operator_late", "slow"): lambda v: v == 1,  # its only agent is gone
             ("claimsched_operator_consecutive_failures", "flaky"): lambda v: v >= 2,
             ("claimsched_operator_failing", "flaky"): lambda v: v == 1,
             ("claimsched_operator_failing", "slow"): lambda v: v == 0,
@@ -95,7 +96,9 @@ def scenario(api: kubernetes.client.CustomObjectsApi, operator: Operator, served
     assert status(api, "flaky")["consecutiveFailures"] >= 2
     wait_for(lambda: status(api, "lonely").get("late") is True, "lonely late", log=operator.log)
     assert status(api, "lonely")["lateFireTime"]
-    assert status(api, "slow").get("failing") is False and status(api, "slow")["late"] is False
+    assert status(api, "slow").get("failing") is False and status(api, "flaky")["late"] is False
+    wait_for(lambda: status(api, "slow").get("late") is True, "slow late (its agent is gone)",
+             log=operator.log)
     wait_for(lambda: events(served, "FailingRepeatedly", "flaky"), "a FailingRepeatedly Event",
              log=operator.log)
     wait_for(lambda: events(served, "Late", "lonely"), "a Late Event", log=operator.log)

@@ -68,7 +68,7 @@ def row(now: datetime, **changes: Any) -> dict[str, Any]:
         "last_claimed_by": None, "last_started_at": None, "last_finished_at": None,
         "last_error": None, "last_successful_time": None, "active_runs": 0,
         "orphaned_current": 0, "orphaned_day": 0, "failed_day": 0, "exhausted_day": 0,
-        "live_agents": 1, "active_since": START, "latest_occurrence": None,
+        "live_agents": 1, "active_since": START, "latest_occurrence": now,  # not late
         "consecutive_failures": 0, "consecutive_successes": 0, "durability": "standalone",
         "agent_tzdata": ["2025b"],
     }

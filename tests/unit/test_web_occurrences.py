@@ -1,5 +1,5 @@
-"""What became of each occurrence: runs by class, expected occurrences without a run (missed,
-or still due), the newest N; and the clock changes the next fires fall on."""
+"""What became of each occurrence: runs by class, expected occurrences without a run (due, late
+or missed), the newest N; and the clock changes the next fires fall on."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ def window(**changes: object) -> Window:
         "updated_at": NOW - timedelta(days=1),
         "settle_seconds": 600,
         "now": NOW,
+        "grace": timedelta(seconds=100),
     }
     return Window(**{**fields, **changes})  # type: ignore[arg-type]
 
@@ -59,15 +60,17 @@ def test_a_run_is_classed_by_status_and_by_whether_it_was_reclaimed(
     assert classify(Run(1, NOW, status, attempt, orphans)) == expected
 
 
-def test_an_expected_occurrence_without_a_run_is_missed_once_settled_and_due_before() -> None:
-    runs = [Run(i, at(i), "done") for i in range(1, 30) if i not in (3, 20)]
+def test_an_expected_occurrence_without_a_run_is_due_then_late_then_missed_once_settled(
+) -> None:
+    runs = [Run(i, at(i), "done") for i in range(1, 30) if i not in (1, 3, 20)]
     found = occurrences(MINUTELY, runs, window(), limit=30)
     classes = {o.fire_time: o.cls for o in found}
-    assert classes[at(3)] == "due"  # 3 minutes old: inside the 10 minutes it may still be claimed
+    assert classes[at(0)] == "due"  # the occurrence of this very minute, inside its grace
+    assert classes[at(1)] == "due"  # 90 s old: its grace (100 s) has not passed
+    assert classes[at(3)] == "late"  # past its grace; inside the 10 minutes it may be claimed
     assert classes[at(20)] == "missed"
-    assert classes[at(0)] == "due"  # the occurrence of this very minute, not claimed yet
     assert len(found) == 30 and [o.fire_time for o in found] == sorted(classes)
-    assert counts(found)["done"] == 27
+    assert counts(found)["done"] == 26
 
 
 def test_nothing_at_or_before_active_since_is_expected() -> None:

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from claimsched.schedules import parse_schedule
 from claimsched.tools.postgres import free_port
-from tests.helpers.web_seed import HOSTILE_ERROR, HOSTILE_JOB, PASSWORD, seed
+from tests.helpers.web_seed import HOSTILE_ERROR, HOSTILE_JOB, PASSWORD, seed, seed_dead_fleet
 from tests.integration.support import sql
 
 from .conftest import Server, Watched
@@ -50,6 +50,32 @@ def test_the_overview_squares_are_the_database_runs_and_the_page_is_clean(
     assert "At 02:00, every day" in nightly.inner_text()
     assert page.locator('tr[data-job="paused"] [data-field=state]').inner_text() == "suspended"
     watched.screenshot(tmp_path / "web-overview.png")
+    watched.assert_clean()
+
+
+def test_a_job_whose_fleet_is_gone_is_marked_late_and_unhealthy_on_both_pages(
+    dsn: str, web_server: Callable[[str], Server], watched: Watched, tmp_path: Path
+) -> None:
+    seed(dsn)
+    seed_dead_fleet(dsn)
+    server = web_server(dsn)
+    page = watched.page
+    watched.goto(server.url + "/")
+    health = page.locator('tr[data-job="tick"] [data-field=health]')
+    assert "unhealthy" in (health.get_attribute("class") or "")
+    assert health.inner_text().startswith("late ") and "no live agent" in health.inner_text()
+    assert page.locator('tr[data-job="tick"] rect.late').count() > 0
+    assert page.locator('tr[data-job="fast"] [data-field=health]').inner_text() == "healthy"
+    unhealthy = page.locator("[data-count=unhealthy]").inner_text()
+    assert unhealthy.endswith(" unhealthy") and int(unhealthy.split()[0]) >= 1
+    watched.screenshot(tmp_path / "web-overview-dead-fleet.png")
+    page.get_by_role("link", name="tick", exact=True).click()
+    page.wait_for_url(server.url + "/schedules/tick")
+    health = page.locator("[data-field=health]")
+    assert "unhealthy" in (health.get_attribute("class") or "")
+    assert health.inner_text().startswith("late ") and "no live agent" in health.inner_text()
+    assert page.locator("svg.timeline rect.late").count() > 0
+    watched.screenshot(tmp_path / "web-schedule-dead-fleet.png")
     watched.assert_clean()
 
 

@@ -8,9 +8,10 @@ from datetime import datetime
 from typing import Any
 
 from ..db import Views
+from ..deadlines import DEFAULT_GRACE
 from ..errors import ClaimschedError, UnknownJob
 from ..web.model import summary
-from ..web.verdict import LATE_AFTER_SECONDS, judge
+from ..web.verdict import judge
 from .common import Add, emit, iso, open_store
 
 
@@ -65,17 +66,18 @@ def _row(found: dict[str, Any]) -> dict[str, Any]:
 
 
 def status(args: argparse.Namespace) -> int:
-    """Exit 0 when the job's last due occurrence is healthy, 2 when not (1: could not tell)."""
+    """Exit 0 when the job is healthy, 2 when not (1: could not tell)."""
     store = open_store(args)
     try:
-        found = summary(Views(store), args.job)  # the web view's reading of occurrences
+        # the web view's reading of occurrences
+        found = summary(Views(store), args.job, args.late_after)
     finally:
         store.close()
     if found is None:
         raise UnknownJob(f"no schedule for job {args.job!r}")
     if found.problem is not None:
         raise ClaimschedError(f"job {args.job}: {found.problem}")
-    health = judge(found, found.window.now, args.late_after)
+    health = judge(found)
     print(json.dumps(health.json()) if args.json else health.line())
     return 0 if health.healthy else 2
 
@@ -90,10 +92,11 @@ def register(add: Add) -> None:
     listing.add_argument("--attempts", action="store_true",
                          help="one line per attempt: who held it, when, and how it ended "
                          "(orphaned, fenced_out, failed, or the run's status)")
-    check = add("status", status, "did JOB's last due occurrence happen? One line; exit 0 "
-                "if healthy (done, running, skipped, due, suspended), 2 if not (failed, missed, "
-                "late, disabled): a health check")
+    check = add("status", status, "is JOB healthy: did its last due occurrence happen, is none "
+                "late, does a live agent handle it? One line; exit 0 if healthy (done, running, "
+                "skipped, waiting, due, suspended, with a live agent while enabled), 2 if not "
+                "(failed, missed, late, disabled, or no live agent): a health check")
     check.add_argument("job")
-    check.add_argument("--late-after", type=int, default=LATE_AFTER_SECONDS, metavar="SECONDS",
-                       help="an occurrence with no run started this long after its fire time "
-                       f"is late (default {LATE_AFTER_SECONDS})")
+    check.add_argument("--late-after", type=int, default=None, metavar="SECONDS",
+                       help="an occurrence with no run this long after its fire time is late "
+                       f"(default: {DEFAULT_GRACE})")

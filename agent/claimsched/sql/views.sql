@@ -4,7 +4,9 @@
 
 -- name: web_schedules
 -- Every schedule (or only %(job_name)s) with its newest %(recent)s runs as parallel arrays
--- (newest first), its latest success, the live agents that handle it, and the database clock.
+-- (newest first), its latest success, the newest occurrence that has a run (any run but a
+-- manual one: claimsched.deadlines tells from it whether the job is late, as the operator's
+-- `latest_occurrence`), the live agents that handle it, and the database clock.
 SELECT s.job_name, s.schedule, s.time_zone, s.enabled, s.source, s.owner, s.active_since,
        s.updated_at, s.lease_seconds, s.catch_up_window_seconds, s.catch_up_policy,
        s.concurrency_policy, s.max_attempts, s.suspend_reason, s.suspend_until,
@@ -15,6 +17,7 @@ SELECT s.job_name, s.schedule, s.time_zone, s.enabled, s.source, s.owner, s.acti
        coalesce(recent.attempts, '{}') AS run_attempts,
        coalesce(recent.orphan_counts, '{}') AS run_orphan_counts,
        success.fire_time AS last_success, success.finished_at AS last_success_finished,
+       occurred.fire_time AS latest_occurrence,
        coalesce(live.agents, 0) AS live_agents,
        now() AS db_now
 FROM job_schedule s
@@ -39,6 +42,12 @@ LEFT JOIN LATERAL (
     ORDER BY r.fire_time DESC
     LIMIT 1
 ) success ON true
+LEFT JOIN LATERAL (
+    SELECT r.fire_time FROM job_runs r
+    WHERE r.job_name = s.job_name AND r.kind <> 'manual'
+    ORDER BY r.fire_time DESC
+    LIMIT 1
+) occurred ON true
 LEFT JOIN (
     SELECT h.job_name, count(DISTINCT a.agent_id) AS agents
     FROM agents a, unnest(a.handlers) AS h(job_name)

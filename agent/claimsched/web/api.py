@@ -92,7 +92,7 @@ def _summary(s: Summary) -> dict[str, Any]:
         "last_success": _utc(s.last_success),
         "next_fire": _fire(s.next_fire) if s.next_fire else None,
         "problem": s.problem,
-        "verdict": judge(s, s.window.now).verdict,
+        **judge(s).facts(),  # verdict, healthy, reasons, live_agents, grace_seconds, late
         "recent": {
             "counts": counts(s.strip),
             "occurrences": [_occurrence(o, full=False) for o in s.strip],

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from ..db import Views, redact_text
 from ..db.views import RECENT_RUNS
+from ..deadlines import Lateness, grace, lateness
 from ..errors import InvalidSchedule, UnknownTimeZone
 from ..schedules import Schedule, parse_schedule
 from .describe import describe
@@ -42,6 +43,7 @@ class Summary:
     problem: str | None  # why the expression or zone cannot be read, if it cannot
     schedule: Schedule | None
     window: Window
+    lateness: Lateness | None  # while enabled: late since when (claimsched.deadlines)
 
 
 @dataclass(frozen=True)
@@ -124,10 +126,11 @@ def overview(views: Views) -> Overview:
     return Overview(now, [_summary(row) for row in rows])
 
 
-def summary(views: Views, job_name: str) -> Summary | None:
-    """One schedule as the overview shows it (one statement), or None when there is none."""
+def summary(views: Views, job_name: str, deadline_seconds: int | None = None) -> Summary | None:
+    """One schedule as the overview shows it (one statement), or None when there is none;
+    `deadline_seconds` replaces the schedule's default grace (claimsched.deadlines)."""
     rows = views.schedules(job_name)
-    return _summary(rows[0]) if rows else None
+    return _summary(rows[0], deadline_seconds) if rows else None
 
 
 def detail(views: Views, job_name: str) -> Detail | None:
@@ -191,7 +194,7 @@ def state_of(enabled: bool, source: str, owner: str | None, suspended_until: dat
     return "disabled" if source == "operator" and owner is None else "suspended"
 
 
-def _summary(row: dict[str, Any]) -> Summary:
+def _summary(row: dict[str, Any], deadline_seconds: int | None = None) -> Summary:
     schedule: Schedule | None = None
     problem = None
     try:
@@ -205,7 +208,9 @@ def _summary(row: dict[str, Any]) -> Summary:
         updated_at=row["updated_at"],
         settle_seconds=row["catch_up_window_seconds"] + row["lease_seconds"],
         now=now,
+        grace=grace(schedule, deadline_seconds),
     )
+    state = state_of(row["enabled"], row["source"], row["owner"], until, now)
     runs = [
         Run(*fields)
         for fields in zip(row["run_ids"], row["run_fire_times"], row["run_statuses"],
@@ -220,7 +225,7 @@ def _summary(row: dict[str, Any]) -> Summary:
         resolved=schedule.resolved if schedule else row["schedule"],
         description=describe(schedule.resolved if schedule else row["schedule"]),
         time_zone=row["time_zone"],
-        state=state_of(row["enabled"], row["source"], row["owner"], until, now),
+        state=state,
         suspend_reason=row["suspend_reason"],
         suspend_until=until,
         source=row["source"],
@@ -232,7 +237,16 @@ def _summary(row: dict[str, Any]) -> Summary:
         problem=problem,
         schedule=schedule,
         window=window,
+        lateness=_lateness(schedule, state, window, row["latest_occurrence"]),
     )
+
+
+def _lateness(schedule: Schedule | None, state: State, window: Window,
+              latest_run: datetime | None) -> Lateness | None:
+    """Whether an enabled schedule is late; one that is off or cannot be read never is."""
+    if schedule is None or state != "enabled":
+        return None
+    return lateness(schedule, window.now, window.grace, window.active_since, latest_run)
 
 
 def _run(row: dict[str, Any]) -> Run:

@@ -1,5 +1,5 @@
 """What became of each occurrence: the runs the database holds, and the expected fire times
-that have no run (missed, or still due), in one ascending list.
+that have no run (due, late or missed), in one ascending list.
 
 Classes, one colour each on the pages:
 
@@ -7,9 +7,9 @@ Classes, one colour each on the pages:
 * reclaimed: a done or failed run that was orphaned on the way (orphan_count > 0) or took more
   than one attempt;
 * waiting: a run that wants an owner (pending manual or backfill, or orphaned right now);
-* missed: an expected occurrence with no run, too old to be claimed now (older than the
-  catch-up window plus a lease, as the operator counts it; every one, once the schedule is off);
-* due: an expected occurrence with no run that an agent may still claim.
+* due, late, missed: an expected occurrence with no run, inside its grace, past it, or too old
+  to be claimed now (older than the catch-up window plus a lease, as the operator counts it;
+  every one, once the schedule is off): claimsched.deadlines decides which.
 
 Expected occurrences start after `active_since` (what came before never runs) and, for a
 schedule that is off, end at its last change. A run of any kind at the same fire time covers
@@ -24,20 +24,23 @@ from datetime import date, datetime, time, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
+from ..deadlines import unrun
 from ..schedules import Schedule
 
-Class = Literal["done", "failed", "skipped", "running", "reclaimed", "waiting", "missed", "due"]
+Class = Literal["done", "failed", "skipped", "running", "reclaimed", "waiting", "missed", "late",
+                "due"]
 CLASSES: tuple[Class, ...] = (
-    "done", "failed", "skipped", "missed", "reclaimed", "running", "waiting", "due")
+    "done", "failed", "skipped", "missed", "late", "reclaimed", "running", "waiting", "due")
 MEANING: dict[Class, str] = {
     "done": "done",
     "failed": "failed",
     "skipped": "skipped (catch-up or concurrency policy)",
     "missed": "missed: no run, and none will be claimed now",
+    "late": "late: no run past its grace; an agent may still claim it",
     "reclaimed": "orphaned or retried, then done or failed",
     "running": "running",
     "waiting": "waiting for an owner (requested or orphaned)",
-    "due": "due: no run yet, an agent may still claim it",
+    "due": "due: no run yet, inside its grace",
 }
 
 
@@ -77,6 +80,7 @@ class Window:
     updated_at: datetime
     settle_seconds: int  # catch-up window + lease: older expected occurrences are missed
     now: datetime
+    grace: timedelta  # older expected occurrences without a run are late (deadlines.grace)
 
     @property
     def end(self) -> datetime:
@@ -110,7 +114,8 @@ def occurrences(
         start = max(window.active_since, since) if since else window.active_since
         for fire in schedule.between(start, window.end, limit=limit):
             if fire not in found:
-                found[fire] = Occurrence(fire, "missed" if fire <= window.settled else "due")
+                found[fire] = Occurrence(fire, unrun(fire, window.now, window.grace,
+                                                     window.settled))
     return sorted(found.values(), key=lambda o: o.fire_time)[-limit:]
 
 

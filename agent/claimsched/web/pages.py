@@ -13,6 +13,7 @@ from ..version import __version__
 from .model import Agent, Detail, Overview, RunDetail, Summary
 from .occurrences import CLASSES, MEANING, Occurrence, classify, counts
 from .style import CSS
+from .verdict import Health, judge
 
 SQUARE, GAP = 12, 3  # strip squares, px
 TIMELINE_WIDTH, TIMELINE_HEIGHT = 960, 64
@@ -40,20 +41,24 @@ def run_href(run_id: int) -> str:
 
 
 def overview(data: Overview) -> str:
-    rows = "\n".join(_overview_row(s, data.now) for s in data.schedules)
+    health = [judge(s) for s in data.schedules]
+    rows = "\n".join(_overview_row(s, h, data.now) for s, h in zip(data.schedules, health,
+                                                                   strict=True))
     latest = [s.strip[-1].cls for s in data.schedules if s.strip]
+    unhealthy = sum(not h.healthy for h in health)
     body = (
         "<h1>Schedules</h1>"
         f'<p class="summary"><span data-count="schedules">{len(data.schedules)} schedules</span>'
+        f'<span data-count="unhealthy">{unhealthy} unhealthy</span>'
         f'<span data-count="latest-failed">{latest.count("failed")} whose latest occurrence '
         "failed</span>"
         f'<span data-count="latest-missed">{latest.count("missed")} whose latest occurrence '
         "was missed</span></p>"
         + _legend()
-        + "<table><thead><tr><th>job</th><th>state</th><th>schedule</th>"
+        + "<table><thead><tr><th>job</th><th>state</th><th>health</th><th>schedule</th>"
         "<th>last 30 occurrences (newest right)</th><th>last success</th><th>next fire</th>"
         '<th class="num">live agents</th></tr></thead><tbody>'
-        + (rows or '<tr><td colspan="7" class="muted">no schedules yet</td></tr>')
+        + (rows or '<tr><td colspan="8" class="muted">no schedules yet</td></tr>')
         + "</tbody></table>"
     )
     return _page("Schedules", body, data.now)
@@ -80,6 +85,7 @@ def schedule(data: Detail) -> str:
         f"<dt>declared by</dt><dd>{esc(s.source)}{' (' + esc(s.owner) + ')' if s.owner else ''}"
         "</dd>"
         f"<dt>active since</dt><dd>{_both(s.window.active_since, zone)}</dd>"
+        f"<dt>health</dt>{_health(judge(s), 'dd')}"
         f"<dt>last success</dt><dd>{_ago(s.last_success, data.now, zone)}</dd>"
         f'<dt>live agents</dt><dd data-count="live-agents">{s.live_agents}</dd>'
         "</dl>"
@@ -193,7 +199,7 @@ def _page(title: str, body: str, now: datetime | None) -> str:
     )
 
 
-def _overview_row(s: Summary, now: datetime) -> str:
+def _overview_row(s: Summary, health: Health, now: datetime) -> str:
     zone = _zone(s.time_zone)
     if s.next_fire is not None:
         nxt = (f"{esc(_local(s.next_fire.local))}"
@@ -204,6 +210,7 @@ def _overview_row(s: Summary, now: datetime) -> str:
         f'<tr data-job="{esc(s.job_name)}">'
         f'<td><a href="{esc(schedule_href(s.job_name))}">{esc(s.job_name)}</a></td>'
         f"<td>{_state(s)}</td>"
+        f"{_health(health, 'td')}"
         f"<td>{esc(s.description)}<br><span class=\"muted small\">{_expression(s)} "
         f"{esc(s.time_zone)}</span>{_problem(s)}</td>"
         f"<td>{_strip(s.strip)}</td>"
@@ -211,6 +218,21 @@ def _overview_row(s: Summary, now: datetime) -> str:
         f"<td>{nxt}</td>"
         f'<td class="num">{s.live_agents}</td></tr>'
     )
+
+
+def _health(health: Health, tag: str) -> str:
+    """A `tag` cell that says whether the job is healthy, and if not, why in a few words (late
+    by how long, no live agent, its verdict), with the whole status line as its tooltip."""
+    words = []
+    late = health.lateness
+    for reason in health.reasons:
+        if reason in ("late", "missed") and late is not None:
+            words.append(f"{reason} {_duration(late.age, rough=True)}")
+        else:
+            words.append("no live agent" if reason == "no_live_agent" else reason)
+    kind = "healthy" if health.healthy else "unhealthy"
+    return (f'<{tag} class="health {kind}" data-field="health" title="{esc(health.line())}">'
+            f"{esc(' · '.join(words) or 'healthy')}</{tag}>")
 
 
 def _expression(s: Summary) -> str:

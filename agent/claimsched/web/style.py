@@ -25,6 +25,7 @@ overflow-wrap:anywhere}
 .state.enabled{color:#1a7f37;border-color:#1a7f37}.state.suspended{color:#9a6700;border-color:#9a6700}
 .state.disabled{color:#656d76;border-color:#8c959f}.state.invalid{color:#cf222e;border-color:#cf222e}
 .alive{color:#1a7f37;font-weight:600}.dead{color:#656d76}
+.health.healthy{color:#1a7f37}.health.unhealthy{color:#cf222e;font-weight:600}
 .summary{margin:.2em 0 1em}.summary span{margin-right:1.5em}
 .legend{display:flex;flex-wrap:wrap;gap:1em;margin:.4em 0 1em;font-size:.88em}
 .legend svg{vertical-align:middle;margin-right:.3em}
@@ -34,6 +35,7 @@ dl.facts dt{font-weight:600}dl.facts dd{margin:0}
 svg .sq{stroke-width:1.5}
 .done{fill:#2da44e;stroke:#2da44e}.failed{fill:#cf222e;stroke:#cf222e}
 .skipped{fill:#afb8c1;stroke:#afb8c1}.missed{fill:#fff;stroke:#cf222e}
+.late{fill:#ffd8b5;stroke:#bc4c00}
 .reclaimed{fill:#d4a72c;stroke:#9a6700}.running{fill:#0969da;stroke:#0969da}
 .waiting{fill:#8250df;stroke:#8250df}.due{fill:#fff;stroke:#8c959f}
 svg .axis{stroke:#d0d7de;stroke-width:1}svg text{font-size:11px;fill:#656d76}
