@@ -40,8 +40,8 @@ def parser() -> argparse.ArgumentParser:
                      "<name>-*.folded")
     run.add_argument("--sync", action="store_true", default=None,
                      help="a: on a Patroni cluster, a synchronous standby attached (<name>-sync)")
-    run.add_argument("--part", choices=["all", "restart", "drain"],
-                     help="f: one part (all: restart, then drain)")
+    run.add_argument("--part", choices=["all", "restart", "fleet", "drain"],
+                     help="f: one part (all: restart, fleet, then drain)")
     run.add_argument("--kills", type=int, help="f: SIGKILLs per lease setting (50)")
     run.add_argument("--trials", type=int, help="f: reclaimers paused past their lease (10)")
     run.add_argument("--out", type=Path, help="result folder (bench/results)")

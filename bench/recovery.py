@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import platform
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -60,6 +62,8 @@ def run(
     if part in ("all", "restart"):
         paths.append(restarts(replicas or 3, kills, trials, out,
                               name if part == "restart" else None))
+    if part in ("all", "fleet"):
+        paths.append(dead_fleet(replicas or 3, trials, out, name if part == "fleet" else None))
     if part in ("all", "drain"):
         paths.append(drain.run(replicas or 4, backlog, handler_ms, max_concurrency, out,
                                name if part == "drain" else None))
@@ -107,6 +111,75 @@ def restarts(
     return path
 
 
+def dead_fleet(
+    replicas: int = 3,
+    trials: int = 10,
+    out: Path | None = None,
+    name: str | None = None,
+) -> Path:
+    """How long after a whole fleet stopped (SIGTERM: it signs off; SIGKILL: its presence
+    expires) `claimsched status` says the job is unhealthy (exit 2), polled twice a second."""
+    name = name or f"f-fleet-r{replicas}"
+    job = {"name": "tick", "schedule": "@every 2s", "after": "tick"}
+    found: dict[str, list[float]] = {"SIGTERM": [], "SIGKILL": []}
+    result: dict[str, Any] = {"scenario": "f", "name": name,
+                              "params": {"replicas": replicas, "trials": trials,
+                                         "schedule": job["schedule"],
+                                         "housekeeping_seconds": float(HOUSEKEEPING)}}
+    with _database() as (pg, env), tempfile.TemporaryDirectory(prefix="bench-f-") as folder:
+        result["environment"] = env
+        group = _group(pg.dsn, Path(folder), [job])
+        try:
+            for trial in range(trials):
+                for how in found:
+                    found[how].append(_one_fleet(group, replicas, trial, how))
+        finally:
+            group.stop_all()
+    result["detected_after_s"] = {how: summary_ms(v) for how, v in found.items()}
+    result["targets"] = [
+        target(f"dead fleet ({how}) seen by status, max s", round(max(v), 2), bound)
+        for (how, v), bound in zip(found.items(), (2.0, 20.0), strict=True)]
+    out = out or RESULTS
+    path = finish(result, out, name)
+    _plot_fleet(found, out / f"{name}.png")
+    return path
+
+
+def _one_fleet(group: Replicas, replicas: int, trial: int, how: str) -> float:
+    """Start the fleet, let it run the job, stop every replica at once; seconds until
+    `claimsched status` exits 2."""
+    names = [f"{how.lower()}{trial}-{i}" for i in range(replicas)]
+    _start(group, names)
+    _wait(lambda: _status(group) == 0, 60, "a healthy job", 0.5)
+    ((stopped_at,),) = group.query("SELECT clock_timestamp()")
+    for replica in names:
+        group.running[replica].signal(getattr(signal, how))
+    for replica in names:
+        group.running[replica].process.wait(30)
+    _wait(lambda: _status(group) == 2, 300, "status to see the dead fleet", 0.5)
+    ((seen_at,),) = group.query("SELECT clock_timestamp()")
+    return float((seen_at - stopped_at).total_seconds())
+
+
+def _status(group: Replicas) -> int:
+    """`claimsched status tick` as a user runs it: its exit code."""
+    command = Path(sys.executable).with_name("claimsched")
+    done = subprocess.run([str(command), "status", "tick", "--dsn", group.dsn],
+                          capture_output=True, text=True, check=False)
+    return done.returncode
+
+
+def _plot_fleet(found: dict[str, list[float]], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.boxplot(list(found.values()), labels=list(found))
+    ax.set_ylabel("seconds from the fleet's stop to `status` exit 2")
+    ax.set_title("f: a dead fleet is never healthy")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 @contextmanager
 def _database() -> Iterator[tuple[TemporaryPostgres, dict[str, Any]]]:
     with TemporaryPostgres() as pg:
@@ -126,22 +199,28 @@ def _group(dsn: str, folder: Path, jobs: list[dict[str, Any]]) -> Replicas:
                                         "CLAIMSCHED_LOG_LEVEL": "INFO"})
 
 
-def _wait(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+def _wait(condition: Callable[[], Any], timeout: float, what: str,
+          interval: float = 0.02) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = condition()
         if found:
             return found
-        time.sleep(0.02)
+        time.sleep(interval)
     raise TimeoutError(f"bench f: {what} did not happen within {timeout:g} s")
 
 
 def _start(group: Replicas, names: list[str]) -> None:
-    """Start these replicas and wait until each has said it is there (and declared its jobs)."""
+    """Start these replicas and wait until each has said it is there, and its jobs' schedules
+    are declared."""
+    ((since,),) = group.query("SELECT now()")
     for replica in names:
         group.start(replica)
-    _wait(lambda: len(group.query("SELECT 1 FROM claimsched.agents WHERE agent_id = ANY(%s)",
-                                  [names])) == len(names), 60, "the agents")
+    jobs = [job["name"] for job in group.jobs]
+    _wait(lambda: len(group.query("SELECT 1 FROM claimsched.agents WHERE agent_id = ANY(%s)"
+                                  " AND last_seen >= %s", [names, since])) == len(names)
+          and len(group.query("SELECT 1 FROM claimsched.job_schedule WHERE job_name = ANY(%s)",
+                              [jobs])) == len(jobs), 60, "the agents")
 
 
 def _trigger(group: Replicas, job: str) -> int:
@@ -169,7 +248,9 @@ def _kill(group: Replicas, name: str, incarnation: int) -> Any:
     group.running[name].signal(signal.SIGKILL)
     group.running[name].process.wait(10)
     group.running.pop(name)
-    group.start(name, log_name=f"{name}-{incarnation}")
+    log = f"{name}-{incarnation}"
+    group.start(name, log_name=log)
+    group.running[name] = group.running.pop(log)  # found by its agent id, logged apart
     return killed_at
 
 
