@@ -87,6 +87,7 @@ TABLE_WRITES = [
     "UPDATE schema_version SET version = 999",
     "INSERT INTO schema_version (version) VALUES (999)",
     "DELETE FROM schema_version",
+    "UPDATE schedule_epoch SET epoch = 0",
     "CREATE TABLE claimsched.sneaky (id int)",
     "CREATE FUNCTION claimsched.now() RETURNS timestamptz LANGUAGE sql "
     "AS $$ SELECT 'infinity'::timestamptz $$",
@@ -233,6 +234,12 @@ def test_an_agent_role_declares_claims_and_completes_through_the_functions(
     as_agent.agent_stopped("a1")
     assert run_sql(dsn, "SELECT status, claimed_by FROM job_runs") == [("done", "a1")]
     assert run_sql(dsn, "SELECT stopped_at IS NOT NULL FROM agents") == [(True,)]
+
+
+def test_the_agent_role_reads_the_schedules_epoch_its_poll_compares(
+        logins: Logins, dsn: str) -> None:
+    epoch = "SELECT epoch FROM claimsched.schedule_epoch"
+    assert run_sql(logins.agent, epoch) == run_sql(dsn, epoch)
 
 
 def test_a_callers_temporary_table_does_not_stand_in_for_claimschedules(
