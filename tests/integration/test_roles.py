@@ -242,6 +242,21 @@ def test_the_agent_role_reads_the_schedules_epoch_its_poll_compares(
     assert run_sql(logins.agent, epoch) == run_sql(dsn, epoch)
 
 
+def test_migrating_to_the_schedules_epoch_lets_the_roles_that_read_schedules_read_it(
+        logins: Logins, store: Store, dsn: str) -> None:
+    """An upgrade to migration 0015 after `claimsched roles`: polling agents go on working
+    before the roles are granted again."""
+    run_sql(dsn, "DROP TABLE schedule_epoch")
+    run_sql(dsn, "DROP TRIGGER job_schedule_epoch ON job_schedule")
+    run_sql(dsn, "DROP FUNCTION count_schedule_change()")
+    run_sql(dsn, "DELETE FROM schema_version WHERE version = 15")
+    store.migrate()
+    epoch = "SELECT epoch FROM claimsched.schedule_epoch"
+    assert run_sql(logins.agent, epoch) == run_sql(logins.operator, epoch) == [(0,)]
+    with pytest.raises(errors.InsufficientPrivilege):
+        run_sql(logins.nobody, epoch)
+
+
 def test_a_callers_temporary_table_does_not_stand_in_for_claimschedules(
         logins: Logins, lease: Lease, dsn: str) -> None:
     with psycopg.connect(logins.agent, autocommit=True) as conn:

@@ -34,3 +34,19 @@ $$;
 REVOKE ALL ON FUNCTION count_schedule_change() FROM PUBLIC;  -- a trigger's: nobody calls it
 CREATE CONSTRAINT TRIGGER job_schedule_epoch AFTER INSERT OR UPDATE OR DELETE ON job_schedule
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION count_schedule_change();
+
+-- Whoever may read the schedules (the roles of `claimsched roles`) may read their epoch: a
+-- migrate leaves polling agents working before the roles are granted again.
+DO $$
+DECLARE
+    grantee regrole;
+BEGIN
+    FOR grantee IN SELECT DISTINCT a.grantee::regrole
+                   FROM pg_class c, aclexplode(c.relacl) a
+                   WHERE c.oid = 'job_schedule'::regclass AND a.privilege_type = 'SELECT'
+                     AND a.grantee NOT IN (0, c.relowner)
+    LOOP
+        EXECUTE format('GRANT SELECT ON schedule_epoch TO %s', grantee);
+    END LOOP;
+END
+$$;
