@@ -125,6 +125,8 @@ class Claimer:
         self.wake.set()
 
     def _others_may_run(self) -> None:
+        """Another replica may have started runs of these jobs: the housekeeper looks at them
+        before the shortest of their leases can end."""
         if self._shortest_lease is not None:
             self.look_within(self._shortest_lease)
 
@@ -347,7 +349,8 @@ class Claimer:
         entries: dict[str, Entry] = {}
         owners: dict[str, tuple[str, str | None]] = {}
         shared = Sharing()
-        # Every job's when all are read; else the shortest of these and of what was known.
+        # The shortest lease of the schedules: of all of them when all are read, else of these
+        # and of those read before (a lease that grew counts until the next full read).
         shortest = None if len(names) >= len(self.handlers) else self._shortest_lease
         for record in self.store.each_schedule(None if everything else sorted(names)):
             name = record.job_name
