@@ -151,6 +151,7 @@ class Agent:
             stopping=self._stopping,
             refresh_seconds=self.settings.schedule_refresh_seconds,
             jitter_seconds=self.settings.jitter_seconds,
+            look_within=self.housekeeper.look_within,
         )
         self._listener: Listener | Poller | None = None
         self.store.identity.on_identity(lambda found: metrics.show_durability(found.durability))

@@ -44,6 +44,8 @@ NOT_DUE_WAIT = 0.01  # seconds before asking again when the database said "not d
 CONTENDED_WAIT = 0.1
 FULL_WAIT = 5.0  # seconds to sleep with every slot busy; a freed slot wakes the loop earlier
 LOST = frozenset({"taken", "contended"})  # races another replica won or is winning
+# A run of the job is in progress or being inserted, maybe another replica's.
+HELD = LOST | {"busy", "deferred"}
 
 
 @dataclass
@@ -56,7 +58,9 @@ class Claimer:
     `wake` is set by whoever has news for the loop, `stopping` ends it. `refresh_seconds` is
     how often schedules are re-read without a notification, `jitter_seconds` how much later
     than its fire time a replica may ask for an occurrence (so replicas spread) while it
-    knows no peers to take turns with.
+    knows no peers to take turns with. `look_within(seconds)` tells the housekeeper that other
+    replicas may have started runs of these jobs, whose leases last at least `seconds` (the
+    shortest lease of the schedules read): it looks at them before such a lease can end.
     """
 
     store: Store
@@ -73,6 +77,7 @@ class Claimer:
     stopping: threading.Event
     refresh_seconds: float
     jitter_seconds: float
+    look_within: Callable[[float], None]
     # What the loop has learnt; set by the methods below only.
     _schedules: dict[str, Entry] = field(init=False, default_factory=dict)
     _warned: set[str] = field(init=False, default_factory=set)  # handlers without a schedule
@@ -90,6 +95,7 @@ class Claimer:
     _starved: bool = field(init=False, default=True)
     _refreshed_at: float = field(init=False, default=0.0)  # monotonic
     _sent: float = field(init=False, default=0.0)  # when the last claim left (time.time())
+    _shortest_lease: float | None = field(init=False, default=None)  # of the schedules read
 
     @property
     def names(self) -> list[str]:
@@ -123,8 +129,10 @@ class Claimer:
             self.wake.set()
 
     def want_reclaim(self) -> None:
-        """Runs may want an owner (orphans, requests, retries): look on the next pass, now."""
+        """Runs may want an owner (orphans, requests, retries): look on the next pass, now.
+        Another replica may take them first."""
         self._reclaim = True
+        self._others_may_run()
         self.wake.set()
 
     def run_ended(self, lease: Lease) -> None:
@@ -135,6 +143,12 @@ class Claimer:
             self._follow.discard((lease.id, lease.attempt))
         if followed:
             self.want_reclaim()
+
+    def _others_may_run(self) -> None:
+        """Another replica may have started runs of these jobs: the housekeeper looks at them
+        before the shortest of their leases can end."""
+        if self._shortest_lease is not None:
+            self.look_within(self._shortest_lease)
 
     def retry_at(self, when: datetime) -> None:
         """A failed run will want an owner at `when`: wake up then to reclaim it."""
@@ -181,7 +195,10 @@ class Claimer:
             return self._satisfied()
         candidates = self.planner.plan(self._schedules, self.clock.now(), capacity)
         if self.planner.checks:  # handed to us: claim only what their first claimer left
-            unclaimed = self.store.unclaimed(self.planner.checks)
+            checks = self.planner.checks
+            unclaimed = self.store.unclaimed(checks)
+            if len(unclaimed) < len(checks):  # their first claimers took some
+                self._others_may_run()
             candidates += self.planner.confirmed(unclaimed)
         if not candidates:
             return 0.0 if self.planner.truncated else self._satisfied()
@@ -200,6 +217,8 @@ class Claimer:
                 self._start(result.lease, "claimed")
         if lost:
             metrics.CLAIMS_LOST.inc(lost)
+        if any(result.outcome in HELD for result in results):
+            self._others_may_run()
         blocked = self.planner.learn(results)
         if "stale" in blocked:  # the schedule changed since we read it: read it, plan again
             self.schedules_changed({r.job_name for r in results if r.outcome == "stale"})
@@ -365,6 +384,9 @@ class Claimer:
         entries: dict[str, Entry] = {}
         owners: dict[str, tuple[str, str | None]] = {}
         shared = Sharing()
+        # The shortest lease of the schedules: of all of them when all are read, else of these
+        # and of those read before (a lease that grew counts until the next full read).
+        shortest = None if len(names) >= len(self.handlers) else self._shortest_lease
         for record in self.store.each_schedule(None if everything else sorted(names)):
             name = record.job_name
             if name in names:
@@ -372,4 +394,7 @@ class Claimer:
                 entries[name] = Entry.of(record, shared)
                 if name in self.declared:
                     owners[name] = (record.source, record.owner)
+                if shortest is None or record.lease_seconds < shortest:
+                    shortest = record.lease_seconds
+        self._shortest_lease = shortest
         return entries, owners

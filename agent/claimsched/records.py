@@ -132,6 +132,8 @@ class Housekeeping:
     identity: DatabaseIdentity | None = None
     present: bool = True  # False: the agent's row has no job list (it was gone): send it
     peers: tuple[str, ...] = ()  # live agents with the same jobs, this one among them, sorted
+    # the earliest end of a live lease another agent holds on a run of this agent's jobs
+    next_expiry: datetime | None = None
 
 
 # -- who owns a job's schedule ---------------------------------------------------------------

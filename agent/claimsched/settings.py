@@ -195,7 +195,12 @@ class AgentSettings:
         "migrate": Setting(
             bool, True, "Apply pending migrations at start (needs DDL rights). Default true."
         ),
-        "housekeeping_seconds": seconds(30.0, "Presence refresh and reaper period.", positive=True),
+        "housekeeping_seconds": seconds(
+            30.0,
+            "Presence refresh and reaper period (the reaper also runs when a lease another agent "
+            "holds on a run of this agent's jobs ends).",
+            positive=True,
+        ),
         "jitter_seconds": seconds(
             0.02, "Random delay added to each wake-up while no peers take turns."
         ),

@@ -97,6 +97,34 @@ def test_a_killed_replicas_run_is_reclaimed_and_finished_without_repeating_effec
         assert effects == {"first-half": 1, "second-half": 1}
 
 
+@pytest.mark.parametrize("kind", ["manual", "scheduled"])
+def test_a_killed_replicas_run_starts_again_a_lease_later_whatever_the_housekeeping_period(
+    dsn: str, tmp_path: Path, kind: str
+) -> None:
+    """Housekeeping every 30 s, a 5-s lease renewed every second: the run of a replica killed
+    mid-run is reaped when its lease ends (not at the survivor's next housekeeping) and its
+    attempt 2 starts on the survivor about a lease after the kill."""
+    long = {"name": "long", "schedule": "@yearly" if kind == "manual" else "@every 15s",
+            "after": "x", "sleep": 60, "lease_seconds": 5, "heartbeat_seconds": 1}
+    with replicas(dsn, tmp_path, [long], CLAIMSCHED_HOUSEKEEPING_SECONDS="30") as group:
+        group.start("r0")
+        group.start("r1")
+        if kind == "manual":
+            victim = _one_running_run(group, dsn, "long", 2)
+        else:
+            victim = str(wait_for(lambda: group.owner_of_running("long"), timeout=40,
+                                  what="a scheduled run", log=group.dump))
+        group.running[victim].signal(signal.SIGKILL)
+        ((killed_at,),) = group.query("SELECT now()")
+        ((started_at, owner),) = wait_for(
+            lambda: group.query("SELECT started_at, claimed_by FROM claimsched.job_runs"
+                                " WHERE job_name = 'long' AND attempt = 2"),
+            timeout=25, what="attempt 2", log=group.dump)
+        assert owner != victim
+        # lease (5 s) + heartbeat (1 s) + slack for a busy machine; the period is 30 s
+        assert started_at - killed_at < timedelta(seconds=12), started_at - killed_at
+
+
 def test_a_paused_replica_is_fenced_out_when_it_wakes_up(dsn: str, tmp_path: Path) -> None:
     jobs = [
         {
@@ -265,7 +293,9 @@ def test_sigterm_hands_a_long_run_to_another_replica_at_once(dsn: str, tmp_path:
             "heartbeat_seconds": 10,
         }
     ]
-    with replicas(dsn, tmp_path, jobs, CLAIMSCHED_SHUTDOWN_GRACE_SECONDS="0.5") as group:
+    # the hand-back is reaped by the stopping replica itself: not at the next housekeeping
+    settings = {"CLAIMSCHED_SHUTDOWN_GRACE_SECONDS": "0.5", "CLAIMSCHED_HOUSEKEEPING_SECONDS": "30"}
+    with replicas(dsn, tmp_path, jobs, **settings) as group:
         group.start("r0")
         group.start("r1")
         owner = _one_running_run(group, dsn, "long", 2)

@@ -88,6 +88,7 @@ TABLE_WRITES = [
     "UPDATE schema_version SET version = 999",
     "INSERT INTO schema_version (version) VALUES (999)",
     "DELETE FROM schema_version",
+    "UPDATE schedule_epoch SET epoch = 0",
     "CREATE TABLE claimsched.sneaky (id int)",
     "CREATE FUNCTION claimsched.now() RETURNS timestamptz LANGUAGE sql "
     "AS $$ SELECT 'infinity'::timestamptz $$",
@@ -234,6 +235,27 @@ def test_an_agent_role_declares_claims_and_completes_through_the_functions(
     as_agent.agent_stopped("a1")
     assert run_sql(dsn, "SELECT status, claimed_by FROM job_runs") == [("done", "a1")]
     assert run_sql(dsn, "SELECT stopped_at IS NOT NULL FROM agents") == [(True,)]
+
+
+def test_the_agent_role_reads_the_schedules_epoch_its_poll_compares(
+        logins: Logins, dsn: str) -> None:
+    epoch = "SELECT epoch FROM claimsched.schedule_epoch"
+    assert run_sql(logins.agent, epoch) == run_sql(dsn, epoch)
+
+
+def test_migrating_to_the_schedules_epoch_lets_the_roles_that_read_schedules_read_it(
+        logins: Logins, store: Store, dsn: str) -> None:
+    """An upgrade to migration 0015 after `claimsched roles`: polling agents go on working
+    before the roles are granted again."""
+    run_sql(dsn, "DROP TABLE schedule_epoch")
+    run_sql(dsn, "DROP TRIGGER job_schedule_epoch ON job_schedule")
+    run_sql(dsn, "DROP FUNCTION count_schedule_change()")
+    run_sql(dsn, "DELETE FROM schema_version WHERE version = 15")
+    store.migrate()
+    epoch = "SELECT epoch FROM claimsched.schedule_epoch"
+    assert run_sql(logins.agent, epoch) == run_sql(logins.operator, epoch) == [(0,)]
+    with pytest.raises(errors.InsufficientPrivilege):
+        run_sql(logins.nobody, epoch)
 
 
 def test_a_callers_temporary_table_does_not_stand_in_for_claimschedules(

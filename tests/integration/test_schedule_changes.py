@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -10,8 +11,9 @@ import psycopg
 import pytest
 
 from claimsched import Agent, Run
-from claimsched.db import NOTIFY_SCHEDULES, Listener, Store
+from claimsched.db import NOTIFY_SCHEDULES, Listener, Poller, Store
 from claimsched.db.store import SCHEDULE_BATCH
+from tests.helpers.pgbouncer import pgbouncer
 from tests.helpers.polling import wait_for
 
 from .support import sql
@@ -91,6 +93,71 @@ def test_a_re_read_finds_a_change_that_committed_after_a_later_one(store: Store,
         agent.claimer.schedules_changed(None)
         agent.claimer._refresh_schedules()
         assert agent.claimer._schedules["early"].shape.schedule.expression == "@every 2h"
+
+
+def _epoch(dsn: str) -> int:
+    return int(sql(dsn, "SELECT epoch FROM schedule_epoch")[0][0])
+
+
+def test_the_poll_sees_every_commit_that_wrote_schedules_whichever_writer_began_first(
+    store: Store, dsn: str
+) -> None:
+    _insert(dsn, ["early", "late"])
+    poller = Poller(lambda: store.poll(None), 0.01)
+    poller.listen()
+    assert NOTIFY_SCHEDULES not in poller.wait(0.01)
+    with psycopg.connect(dsn) as first:  # commits as the block ends
+        first.execute("UPDATE claimsched.job_schedule SET schedule = '@every 2h'"
+                      " WHERE job_name = 'early'")
+        sql(dsn, "UPDATE job_schedule SET schedule = '@every 3h' WHERE job_name = 'late'")
+        assert NOTIFY_SCHEDULES in poller.wait(0.01)
+        assert NOTIFY_SCHEDULES not in poller.wait(0.01)  # the first has not committed yet
+    assert NOTIFY_SCHEDULES in poller.wait(0.01)
+
+
+def test_the_schedules_epoch_moves_once_per_transaction_that_wrote_them(dsn: str) -> None:
+    before = _epoch(dsn)
+    with psycopg.connect(dsn) as writer:  # two statements, many rows: one transaction
+        writer.execute("SET search_path = claimsched, public")
+        writer.execute("INSERT INTO job_schedule (job_name, schedule) VALUES ('a', '@daily'),"
+                       " ('b', '@daily')")
+        writer.execute("UPDATE job_schedule SET schedule = '@hourly'")
+        assert _epoch(dsn) == before  # not before it commits
+    assert _epoch(dsn) == before + 1
+    with psycopg.connect(dsn) as writer:
+        writer.execute("UPDATE claimsched.job_schedule SET schedule = '@hourly'"
+                       " WHERE job_name = 'nothing'")
+        writer.rollback()
+        writer.execute("DELETE FROM claimsched.job_schedule WHERE job_name = 'nothing'")
+    assert _epoch(dsn) == before + 1  # no row written: nothing to see
+    sql(dsn, "DELETE FROM job_schedule WHERE job_name = 'a'")
+    assert _epoch(dsn) == before + 2
+
+
+def test_behind_a_pooler_a_change_that_began_first_and_committed_last_is_seen_within_a_poll(
+    dsn: str,
+) -> None:
+    """Polling (pgbouncer, no listen_dsn): the writer that began first and committed last wrote
+    an updated_at older than the one of a change already seen; the agent still notices its
+    change at the next poll, not at the periodic re-read (600 s)."""
+    _insert(dsn, ["early", "late"])
+    sql(dsn, "UPDATE job_schedule SET enabled = false WHERE job_name = 'early'")
+    ran = threading.Event()
+    with pgbouncer(dsn) as bouncer:
+        agent = Agent(bouncer.dsn_for(dsn), agent_id="poller", poll_seconds=0.3,
+                      schedule_refresh_seconds=600, housekeeping_seconds=600)
+        agent.job("early")(lambda run: ran.set())
+        agent.job("late")(_nothing)
+        with agent:
+            assert isinstance(agent._listener, Poller)
+            with psycopg.connect(dsn) as first:  # commits as the block ends
+                first.execute("UPDATE claimsched.job_schedule SET enabled = true,"
+                              " schedule = '@every 2s' WHERE job_name = 'early'")
+                sql(dsn, "UPDATE job_schedule SET schedule = '@every 1h' WHERE job_name = 'late'")
+                wait_for(lambda: agent.claimer._schedules["late"].shape.schedule.expression
+                         == "@every 1h", "the agent to read the later writer's change",
+                         timeout=10)
+            wait_for(ran.is_set, "a run of the job the first writer enabled", timeout=10)
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from claimsched.effects import Effects
 from claimsched.errors import DatabaseConflict, DatabaseUnavailable, LeaseLost
 from claimsched.health import DatabaseHealth, retry_conflicts
 from claimsched.heartbeat import Heartbeat
-from claimsched.housekeeping import Housekeeper
+from claimsched.housekeeping import EXPIRY_MARGIN, EXPIRY_SPREAD, Housekeeper
 from claimsched.logs import AgentLog
 from claimsched.records import Completion, Housekeeping, Lease
 from claimsched.runs import Run
@@ -87,10 +87,10 @@ def housekeeper(found: Housekeeping | Exception, calls: list[str]) -> Housekeepe
             raise found
         return found
 
-    return keeper(sweep, calls)
+    return keeper_of(sweep, calls)
 
 
-def keeper(sweep: Callable[[bool], Housekeeping], calls: list[str]) -> Housekeeper:
+def keeper_of(sweep: Callable[[bool], Housekeeping], calls: list[str]) -> Housekeeper:
     def peers(found: tuple[str, ...]) -> None:
         if found:
             calls.append("peers " + " ".join(found))
@@ -132,12 +132,76 @@ def test_the_job_list_is_sent_once_and_again_at_once_when_the_row_lost_it() -> N
         sent.append(listed)
         return Housekeeping(0, 0, 0, False, datetime.now(UTC), present=rows.pop(0))
 
-    housekeeping = keeper(sweep, [])
+    housekeeping = keeper_of(sweep, [])
     for _ in range(4):
         housekeeping.once()
     assert sent == [True, False, False, False, True]
     housekeeping.once()
     assert sent[5:] == [False]
+
+
+def test_the_next_sweep_comes_right_after_the_next_lease_end_it_found_and_never_before() -> None:
+    calls: list[str] = []
+    now = datetime.now(UTC)
+    keeper = housekeeper(Housekeeping(0, 0, 0, False, now, next_expiry=now + timedelta(seconds=2)),
+                         calls)
+    keeper.period = 30.0
+    before = time.monotonic()
+    keeper.once()
+    after = time.monotonic()
+    # measured from the sweep's db_now, from when its answer came: never before the lease's end
+    assert before + 2 + EXPIRY_MARGIN <= keeper.due() <= after + 2 + EXPIRY_MARGIN + EXPIRY_SPREAD
+
+
+def test_without_a_lease_to_watch_the_next_sweep_comes_after_the_period() -> None:
+    keeper = housekeeper(Housekeeping(0, 0, 0, False, datetime.now(UTC)), [])
+    keeper.period = 30.0
+    before = time.monotonic()
+    keeper.once()
+    assert keeper.due() >= before + 30
+
+
+def test_runs_started_elsewhere_are_looked_at_within_their_lease_once_however_often_told() -> None:
+    keeper = housekeeper(Housekeeping(0, 0, 0, False, datetime.now(UTC)), [])
+    keeper.period = 30.0
+    keeper.once()
+    before = time.monotonic()
+    keeper.look_within(3.0)
+    first = keeper.due()
+    assert before + 3 <= first <= time.monotonic() + 3 + EXPIRY_MARGIN + EXPIRY_SPREAD
+    keeper.look_within(3.0)
+    keeper.look_within(10.0)
+    # still about 3 s from the first call (the earliest deadline holds): one sweep for all
+    assert before + 3 <= keeper.due() <= first
+    before = time.monotonic()
+    keeper.once()  # saw them: back to the period
+    assert keeper.due() >= before + 30
+
+
+def test_the_loop_sweeps_at_the_end_of_a_lease_and_again_at_the_next_one_when_renewed() -> None:
+    """Period 30 s: each sweep finds a lease ending 0.2 s later (renewed each time by its live
+    owner): the loop follows the leases, not the period."""
+    calls: list[str] = []
+
+    def sweep(listed: bool) -> Housekeeping:
+        calls.append("sweep")
+        now = datetime.now(UTC)
+        return Housekeeping(0, 0, 0, False, now, next_expiry=now + timedelta(seconds=0.2))
+
+    keeper = keeper_of(sweep, calls)
+    keeper.period = 30.0
+    keeper.once()  # as the agent does before it starts the loop
+    stopping = threading.Event()
+    thread = threading.Thread(target=keeper.loop, args=(stopping,))
+    thread.start()
+    try:
+        wait_for(lambda: calls.count("sweep") >= 4, "three sweeps, one per lease's end",
+                 timeout=10)
+    finally:
+        stopping.set()
+        keeper.wake()
+        thread.join(5)
+    assert not thread.is_alive()
 
 
 def test_the_housekeeping_loop_outlives_an_unreachable_database() -> None:

@@ -137,9 +137,10 @@ class Listener:
 class Poller:
     """The Listener's stand-in behind a pooler: one cheap statement every `period` seconds.
 
-    `poll()` answers a fingerprint of the schedules and whether runs want an owner; `wait`
-    reports a changed fingerprint as a schedules notification, wanted runs as a runs one. It
-    cannot say which schedules changed: `changed()` is None.
+    `poll()` answers a fingerprint of the schedules (their epoch, which every commit that wrote
+    them moves, in commit order) and whether runs want an owner; `wait` reports a changed
+    fingerprint as a schedules notification, wanted runs as a runs one. It cannot say which
+    schedules changed: `changed()` is None.
     """
 
     def __init__(self, poll: Callable[[], tuple[str, bool]], period: float) -> None:

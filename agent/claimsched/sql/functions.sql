@@ -80,6 +80,19 @@ BEGIN
 END
 $$;
 
+-- The versions from before the end of the next lease (`next_expiry`), which agents sleep until.
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN SELECT c.f FROM pg_temp.cs_functions c
+             WHERE c.name = 'cs_housekeeping' AND NOT 'next_expiry' = ANY (c.argnames)
+    LOOP
+        EXECUTE format('DROP FUNCTION %s', f);
+    END LOOP;
+END
+$$;
+
 -- The jobs the caller may act for (agent_scopes, migration 0011): NULL for every job, else the
 -- LIKE patterns of its login role (session_user: inside these functions current_user is their
 -- owner) and of the roles it is a member of. The owner and its members (a superuser too) are
@@ -454,13 +467,20 @@ $$;
 -- caller among them, sorted; each occurrence's first claimer is one of them (turns.py). An
 -- agent that was not a live peer before this call (new, back, or with another list) NOTIFYs
 -- claimsched_agents: the others sweep at once, to learn of it (`joined`).
+-- `next_expiry`: the earliest end of a lease still running on a run of this agent's jobs that
+-- another agent holds (NULL: none), for the agent to sweep again right after it (housekeeping.py):
+-- an owner that is gone renews nothing, and its run is reaped one lease after its last renewal,
+-- not at the next period. The agent's own leases are left out: it renews them itself. The
+-- partial index of running runs is read whole, as the reaper reads it; a run is of this agent's
+-- jobs when an agent with the same job list (its digest) holds it, or else by its name.
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_housekeeping(
     p_agent_id text, p_hostname text, p_pod text, p_namespace text, p_handlers text[],
     p_version text, p_ttl_seconds integer, p_tzdata text)
 RETURNS TABLE (present bigint, orphaned bigint, exhausted bigint, overdue bigint,
                claimable boolean, notified boolean, db_now timestamptz, system_identifier text,
-               timeline integer, durability text, joined boolean, peers text[])
+               timeline integer, durability text, joined boolean, peers text[],
+               next_expiry timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp
     SET enable_seqscan = off AS $$
 #variable_conflict use_column
@@ -530,12 +550,19 @@ SELECT (SELECT count(*) FROM presence p WHERE cardinality(p.handlers) > 0),
              WHERE a.handlers_digest = (SELECT p.handlers_digest FROM presence p)
                AND a.stopped_at IS NULL
                AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
-             ORDER BY 1)
+             ORDER BY 1),
+       (SELECT min(r.lease_until) FROM job_runs r
+        WHERE r.status = 'running' AND r.lease_until >= now() AND r.claimed_by <> p_agent_id
+          AND (r.claimed_by = ANY (ARRAY(
+                   SELECT a.agent_id FROM agents a
+                   WHERE a.handlers_digest = (SELECT p.handlers_digest FROM presence p)))
+               OR r.job_name = ANY ((SELECT p.handlers FROM presence p)::text[])))
 FROM database_identity() i;
 END
 $$;
 
--- Graceful shutdown: end this agent's leases now, so the next housekeeping orphans them.
+-- Graceful shutdown: end this agent's leases now, so that housekeeping orphans them (the agent
+-- sweeps at once after it: agent.py).
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_release(p_agent_id text, p_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (id bigint)

@@ -33,10 +33,10 @@ SELECT system_identifier, timeline, durability FROM database_identity()
 
 -- name: poll
 -- Behind a pooler without a listen_dsn: what NOTIFY would have said, asked every few seconds.
--- A fingerprint of the schedules, and whether a run this agent could take wants an owner
--- (its jobs: the list housekeeping keeps in its agents row).
-SELECT (SELECT coalesce(max(updated_at)::text, '') || '/' || count(*) FROM job_schedule)
-           AS schedules,
+-- A fingerprint of the schedules, their epoch: it moves at every commit that wrote them, in
+-- commit order, whichever writer began first (migration 0015); and whether a run this agent
+-- could take wants an owner (its jobs: the list housekeeping keeps in its agents row).
+SELECT (SELECT epoch::text FROM schedule_epoch) AS schedules,
        EXISTS (SELECT 1
                FROM (SELECT DISTINCT r.job_name FROM job_runs r
                      WHERE r.status IN ('pending', 'orphaned')

@@ -49,9 +49,10 @@ REVOKE ALL ON SCHEMA {schema} FROM {agent}, {operator};
 -- Reach the schema's objects; create nothing in it (no CREATE).
 GRANT USAGE ON SCHEMA {schema} TO {agent}, {operator};
 
--- The agent: the schema version (checked at start), the schedules, the columns of job_runs its
--- poll reads, which database this is; every write through a function.
-GRANT SELECT ON {schema}.schema_version, {schema}.job_schedule TO {agent};
+-- The agent: the schema version (checked at start), the schedules and their epoch, the columns
+-- of job_runs its poll reads, which database this is; every write through a function.
+GRANT SELECT ON {schema}.schema_version, {schema}.job_schedule, {schema}.schedule_epoch
+    TO {agent};
 GRANT SELECT (job_name, fire_time, kind, status, retry_at) ON {schema}.job_runs TO {agent};
 GRANT EXECUTE ON FUNCTION
     {schema}.database_identity(),
