@@ -271,6 +271,37 @@ def test_a_callers_temporary_table_does_not_stand_in_for_claimschedules(
     assert renewed == [(lease.id,)]
 
 
+HIJACK = """
+CREATE FUNCTION claimsched.gen_random_uuid() RETURNS uuid LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM claimsched.agent_scopes;
+    RETURN '00000000-0000-0000-0000-000000000001';
+END $$;
+CREATE FUNCTION claimsched.now() RETURNS timestamptz LANGUAGE sql
+    AS $$ SELECT 'infinity'::timestamptz $$
+"""
+
+
+def test_a_function_put_in_claimscheds_schema_does_not_stand_in_for_a_built_in_one(
+        logins: Logins, as_agent: Store, store: Store, dsn: str) -> None:
+    """Had a scoped agent role been let CREATE in the schema (migrate and roles refuse such a
+    schema, but a grant may come later), its gen_random_uuid() and now() would run inside the
+    functions as their owner: the built-in ones are found first."""
+    agent_role = run_sql(logins.agent, "SELECT current_user")[0][0]
+    run_sql(dsn, sql.SQL("INSERT INTO agent_scopes VALUES ({}, 'nightly')").format(
+        sql.Literal(agent_role)))
+    run_sql(dsn, sql.SQL("GRANT CREATE ON SCHEMA claimsched TO {}").format(
+        sql.Identifier(agent_role)))
+    with psycopg.connect(logins.agent, autocommit=True) as conn:
+        conn.execute(HIJACK)
+    store.upsert_schedule(JobSpec(job_name="nightly", schedule="@every 1s", source="cli"))
+    store.request_runs("nightly", [past(5)], "manual")
+    (taken,) = as_agent.reclaim("a1", ["nightly"], 1)
+    assert str(taken.lease_token) != "00000000-0000-0000-0000-000000000001"
+    assert taken.lease_until.year < 9999
+    assert run_sql(dsn, "SELECT count(*) FROM agent_scopes") == [(1,)]
+
+
 def test_the_operator_role_does_what_the_operator_and_the_cli_do(
         logins: Logins, dsn: str) -> None:
     operator = Store(logins.operator)

@@ -276,7 +276,7 @@ def test_a_handler_that_raises_once_its_lease_is_lost_is_fenced_out_not_failed()
     recorder = Recorder()
     pool = Workers(3, new_run=new_run(book), complete=recorder, log=LOG,
                    health=DatabaseHealth(LOG, lambda: None), on_change=lambda: None,
-                   on_retry=lambda when: None, backoff_base=2.0)
+                   on_retry=lambda when: None, on_ended=lambda lease: None, backoff_base=2.0)
 
     def refused(run: Run) -> None:
         book.owner = 2  # taken over meanwhile: the receipt is refused

@@ -73,9 +73,10 @@ def query(name: str) -> str | sql.Composed:
 
 
 def functions_sql(schema: str) -> sql.Composed:
-    """sql/functions.sql for `schema`: its name and the spec column lists filled in."""
+    """sql/functions.sql for `schema`: its name (quoted, and as a literal) and the spec column
+    lists filled in."""
     return sql.SQL(sql_text("functions.sql")).format(
-        schema=sql.Identifier(schema), **SPEC_LISTS)
+        schema=sql.Identifier(schema), schema_name=sql.Literal(schema), **SPEC_LISTS)
 
 
 def migration_files() -> list[tuple[int, str, str]]:

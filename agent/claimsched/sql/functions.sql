@@ -8,13 +8,17 @@
 --
 -- Every function is SECURITY DEFINER: it runs with the rights of the role that ran migrate (the
 -- schema's owner), so the roles of `claimsched roles` write nothing but through these fenced
--- statements. Each one fixes its search_path: claimsched's schema (current_schema(), the
--- payload of its NOTIFY, names it; only its owner may create objects in it), then pg_catalog,
--- then pg_temp, last, so that no caller's temporary table or function can stand in for ours.
+-- statements. Each one fixes its search_path: pg_catalog first, so that no function or operator
+-- of another schema can stand in for a built-in one (gen_random_uuid(), now(), =), then
+-- claimsched's schema (only its owner may create objects in it: migrate and roles refuse a
+-- schema where anyone else may), then pg_temp, last, so that no caller's temporary table or
+-- function can stand in for ours; calls to claimsched's own functions name the schema. Its
+-- NOTIFYs carry the schema's name, written in (current_schema() would be pg_catalog here).
 -- EXECUTE is revoked from PUBLIC at the end of this file: `claimsched roles` grants it.
 --
--- The schema's quoted name and the spec column lists of db/queries.py (in braces) are
--- filled in when migrate applies the file (so: no other braces in this file).
+-- The schema's quoted name, its name as a string literal and the spec column lists of
+-- db/queries.py (in braces) are filled in when migrate applies the file (so: no other braces
+-- in this file).
 -- Parameters are p_<name> (plpgsql would confuse them with columns); `#variable_conflict
 -- use_column` lets the result columns share the names of the table columns they return.
 -- plpgsql with RETURN QUERY: the plan of each statement is cached per session, as a prepared
@@ -100,7 +104,7 @@ $$;
 -- Called by: cs_claim, cs_reclaim, cs_declare_schedule (no grant: nobody else).
 CREATE OR REPLACE FUNCTION cs_agent_scope()
 RETURNS text[]
-LANGUAGE sql STABLE SET search_path = {schema}, pg_catalog, pg_temp AS $$
+LANGUAGE sql STABLE SET search_path = pg_catalog, {schema}, pg_temp AS $$
 SELECT CASE WHEN NOT pg_has_role(session_user, current_user, 'MEMBER') THEN
     (SELECT array_agg(s.job_pattern)  -- NULL for no row
      FROM agent_scopes s JOIN pg_roles r ON r.rolname = s.role
@@ -115,7 +119,7 @@ $$;
 -- Called by: cs_claim (no grant: nobody else).
 CREATE OR REPLACE FUNCTION cs_forbid_locked(p_jobs text[])
 RETURNS TABLE (job_name text, busy boolean)
-LANGUAGE plpgsql VOLATILE SET search_path = {schema}, pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, {schema}, pg_temp
     SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
@@ -124,7 +128,7 @@ DECLARE
                              ORDER BY s.job_name FOR NO KEY UPDATE OF s SKIP LOCKED);
 BEGIN
 RETURN QUERY
-SELECT l.name, l.name IN (SELECT b.job_name FROM forbid_in_progress(v_locked) AS b)
+SELECT l.name, l.name IN (SELECT b.job_name FROM {schema}.forbid_in_progress(v_locked) AS b)
 FROM unnest(v_locked) AS l(name);
 END
 $$;
@@ -170,11 +174,11 @@ RETURNS TABLE (job_name text, fire_time timestamptz, outcome text, id bigint, at
                lease_token uuid, lease_until timestamptz, started_at timestamptz,
                lease_seconds integer, heartbeat_seconds integer, max_attempts integer,
                retry_on_failure boolean, notified boolean, db_now timestamptz)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp
     SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
-    v_scope text[] := cs_agent_scope();
+    v_scope text[] := {schema}.cs_agent_scope();
     v_locks integer := current_setting('max_locks_per_transaction')::integer / 2;
 BEGIN
 RETURN QUERY
@@ -201,7 +205,7 @@ WITH cand AS (
 ),
 forbid AS (
     SELECT f.job_name, f.busy
-    FROM cs_forbid_locked(ARRAY(SELECT DISTINCT cand.job_name FROM cand
+    FROM {schema}.cs_forbid_locked(ARRAY(SELECT DISTINCT cand.job_name FROM cand
                                 WHERE cand.first_verdict = 'running'
                                   AND cand.concurrency_policy = 'Forbid')) AS f
 ),
@@ -287,7 +291,7 @@ SELECT c.job_name, c.fire_time,
        i.id, i.attempt, i.lease_token, i.lease_until, i.started_at,
        c.lease_seconds, c.heartbeat_seconds, c.max_attempts, c.retry_on_failure,
        CASE WHEN EXISTS (SELECT 1 FROM replaced)
-            THEN pg_notify('claimsched_runs', current_schema())::text = '' END,
+            THEN pg_notify('claimsched_runs', {schema_name})::text = '' END,
        now() + (clock_timestamp() - now()) / 2
 FROM (SELECT now()) AS clock
 LEFT JOIN ranked c ON true
@@ -314,11 +318,11 @@ RETURNS TABLE (id bigint, job_name text, fire_time timestamptz, kind text, attem
                orphan_count integer,
                lease_seconds integer, heartbeat_seconds integer, max_attempts integer,
                retry_on_failure boolean, db_now timestamptz)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp
     SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
-    v_scope text[] := cs_agent_scope();
+    v_scope text[] := {schema}.cs_agent_scope();
 BEGIN
 IF p_jobs IS NULL THEN  -- the agent's job list as housekeeping keeps it in its agents row
     SELECT a.handlers INTO p_jobs FROM agents a WHERE a.agent_id = p_agent_id;
@@ -346,7 +350,7 @@ forbid AS (
                   WHERE s.job_name = p.job_name AND s.concurrency_policy = 'Forbid' OFFSET 0)
 ),
 busy AS (
-    SELECT * FROM forbid_in_progress(ARRAY(SELECT DISTINCT f.job_name FROM forbid f))
+    SELECT * FROM {schema}.forbid_in_progress(ARRAY(SELECT DISTINCT f.job_name FROM forbid f))
 ),
 taken AS (
     SELECT p.id, p.fire_time FROM picked p
@@ -389,7 +393,7 @@ CREATE OR REPLACE FUNCTION cs_heartbeat(
     p_agent_id text, p_ids bigint[], p_fire_times timestamptz[], p_attempts integer[],
     p_lease_tokens uuid[], p_leases double precision[])
 RETURNS TABLE (id bigint)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
 RETURN QUERY
@@ -420,7 +424,7 @@ CREATE OR REPLACE FUNCTION cs_complete(
     p_lease_tokens uuid[], p_statuses text[], p_errors text[], p_retries boolean[], p_max_attempts integer[],
     p_backoffs double precision[])
 RETURNS TABLE (id bigint, retry_at timestamptz)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
 RETURN QUERY
@@ -448,7 +452,7 @@ WHERE r.id = c.id AND r.fire_time = c.fire_time AND r.attempt = c.attempt
   AND c.status IN ('done', 'failed', 'fenced_out')
 RETURNING r.id, r.retry_at;
 IF 'fenced_out' = ANY (p_statuses) THEN  -- runs given back want an owner now
-    PERFORM pg_notify('claimsched_runs', current_schema());
+    PERFORM pg_notify('claimsched_runs', {schema_name});
 END IF;
 END
 $$;
@@ -481,7 +485,7 @@ RETURNS TABLE (present bigint, orphaned bigint, exhausted bigint, overdue bigint
                claimable boolean, notified boolean, db_now timestamptz, system_identifier text,
                timeline integer, durability text, joined boolean, peers text[],
                next_expiry timestamptz)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp
     SET enable_seqscan = off AS $$
 #variable_conflict use_column
 BEGIN
@@ -491,7 +495,7 @@ WITH presence AS (
                         ttl_seconds, tzdata, durability)
     VALUES (p_agent_id, p_hostname, p_pod, p_namespace, coalesce(p_handlers, ARRAY[]::text[]),
             md5(array_to_string(p_handlers, E'\n')), p_version, p_ttl_seconds, p_tzdata,
-            (SELECT d.durability FROM database_identity() d))
+            (SELECT d.durability FROM {schema}.database_identity() d))
     ON CONFLICT (agent_id) DO UPDATE
     SET last_seen = now(), handlers = coalesce(p_handlers, agents.handlers),
         handlers_digest = coalesce(EXCLUDED.handlers_digest, agents.handlers_digest),
@@ -534,7 +538,7 @@ SELECT (SELECT count(*) FROM presence p WHERE cardinality(p.handlers) > 0),
                   WHERE e.status = 'orphaned'
                     AND e.job_name = ANY((SELECT p.handlers FROM presence p)::text[])),
        CASE WHEN EXISTS (SELECT 1 FROM expired e WHERE e.status = 'orphaned')
-            THEN pg_notify('claimsched_runs', current_schema())::text = '' END,
+            THEN pg_notify('claimsched_runs', {schema_name})::text = '' END,
        now(),
        i.system_identifier, i.timeline, i.durability,
        -- A peer is new (or back): wake the other agents, whose peers changed.
@@ -543,7 +547,7 @@ SELECT (SELECT count(*) FROM presence p WHERE cardinality(p.handlers) > 0),
                 WHERE a.agent_id = p_agent_id AND a.stopped_at IS NULL
                   AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
                   AND a.handlers_digest = (SELECT p.handlers_digest FROM presence p))
-            THEN pg_notify('claimsched_agents', current_schema())::text = '' END,
+            THEN pg_notify('claimsched_agents', {schema_name})::text = '' END,
        ARRAY(SELECT p_agent_id
              UNION
              SELECT a.agent_id FROM agents a
@@ -557,7 +561,7 @@ SELECT (SELECT count(*) FROM presence p WHERE cardinality(p.handlers) > 0),
                    SELECT a.agent_id FROM agents a
                    WHERE a.handlers_digest = (SELECT p.handlers_digest FROM presence p)))
                OR r.job_name = ANY ((SELECT p.handlers FROM presence p)::text[])))
-FROM database_identity() i;
+FROM {schema}.database_identity() i;
 END
 $$;
 
@@ -566,7 +570,7 @@ $$;
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_release(p_agent_id text, p_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (id bigint)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp
     SET enable_seqscan = off AS $$
 #variable_conflict use_column
 BEGIN
@@ -583,13 +587,13 @@ $$;
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_agent_stopped(p_agent_id text)
 RETURNS TABLE (agent_id text)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
 RETURN QUERY
 UPDATE agents a SET stopped_at = now(), last_seen = now() WHERE a.agent_id = p_agent_id
 RETURNING a.agent_id;
-PERFORM pg_notify('claimsched_agents', current_schema());  -- its peers sweep: one fewer
+PERFORM pg_notify('claimsched_agents', {schema_name});  -- its peers sweep: one fewer
 END
 $$;
 
@@ -603,7 +607,7 @@ CREATE OR REPLACE FUNCTION cs_effect(
     p_run_id bigint, p_fire_time timestamptz, p_agent_id text, p_attempt integer,
     p_lease_token uuid, p_entity text, p_job_name text)
 RETURNS TABLE (owned boolean, inserted boolean)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp
     SET enable_seqscan = off AS $$
 #variable_conflict use_column
 BEGIN
@@ -637,7 +641,7 @@ $$;
 -- cs_declare_schedule.
 CREATE OR REPLACE FUNCTION cs_upsert_schedule(p_spec jsonb)
 RETURNS TABLE (source text, owner text, written boolean, created boolean)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
 RETURN QUERY
@@ -667,10 +671,10 @@ $$;
 -- caller's scope (cs_agent_scope()) is not written: the row's owner, if any, is returned.
 CREATE OR REPLACE FUNCTION cs_declare_schedule(p_spec jsonb)
 RETURNS TABLE (source text, owner text, written boolean, created boolean)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
-    v_scope text[] := cs_agent_scope();
+    v_scope text[] := {schema}.cs_agent_scope();
 BEGIN
 IF v_scope IS NOT NULL AND NOT coalesce(p_spec ->> 'job_name' LIKE ANY (v_scope), false) THEN
     RETURN QUERY
@@ -679,7 +683,7 @@ IF v_scope IS NOT NULL AND NOT coalesce(p_spec ->> 'job_name' LIKE ANY (v_scope)
     RETURN;
 END IF;
 RETURN QUERY
-SELECT * FROM cs_upsert_schedule(
+SELECT * FROM {schema}.cs_upsert_schedule(
     p_spec || jsonb_build_object('source', 'code', 'owner', NULL::text));
 END
 $$;
@@ -689,7 +693,7 @@ $$;
 CREATE OR REPLACE FUNCTION cs_request_runs(p_job_name text, p_fire_times timestamptz[],
                                            p_kind text)
 RETURNS TABLE (id bigint, fire_time timestamptz)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
 IF p_kind = 'backfill' THEN  -- past occurrences: an operator's counts of settled history are void
@@ -713,7 +717,7 @@ $$;
 -- Called by: the operator and the CLI (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_trigger_run(p_job_name text, p_trigger_key text)
 RETURNS TABLE (known boolean, keyed timestamptz, requested timestamptz)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
 RETURN QUERY

@@ -14,14 +14,14 @@ INSERT INTO schedule_epoch DEFAULT VALUES;
 -- commit (a deferred constraint trigger): the row is locked from there to the end of the
 -- commit only, so writers wait for each other's commits, never for each other's transactions,
 -- and take no lock after it (no deadlock); the epoch's committed values rise in commit order,
--- so every commit moves the value a poll reads. SECURITY DEFINER, with claimsched's schema
--- first: the operator's role writes schedule columns but never this row, and a writer's own
--- search_path need not name the schema.
+-- so every commit moves the value a poll reads. SECURITY DEFINER, with pg_catalog then
+-- claimsched's schema in its search_path (as sql/functions.sql's): the operator's role writes
+-- schedule columns but never this row, and a writer's own search_path need not name the schema.
 DO $$
 BEGIN
     EXECUTE format($function$
         CREATE FUNCTION count_schedule_change() RETURNS trigger
-        LANGUAGE plpgsql SECURITY DEFINER SET search_path = %I, pg_catalog, pg_temp AS $body$
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, %I, pg_temp AS $body$
         BEGIN
             UPDATE schedule_epoch SET epoch = epoch + 1, moved_by = pg_current_xact_id()
             WHERE moved_by IS DISTINCT FROM pg_current_xact_id();
