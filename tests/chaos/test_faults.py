@@ -64,7 +64,7 @@ def test_three_replicas_run_every_occurrence_exactly_once(dsn: str, tmp_path: Pa
     with replicas(dsn, tmp_path, jobs) as group:
         for index in range(3):
             group.start(f"r{index}")
-        wait_for(lambda: _done(group, "tick") >= 31, timeout=90, what="31 done occurrences")
+        wait_for(lambda: _done(group, "tick") >= 16, timeout=60, what="16 done occurrences")
         rows = _assert_exactly_once(group, "tick")
         winners = Counter(
             r[0]
@@ -72,7 +72,7 @@ def test_three_replicas_run_every_occurrence_exactly_once(dsn: str, tmp_path: Pa
                 "SELECT claimed_by FROM claimsched.job_runs WHERE job_name = 'tick'"
             )
         )
-        assert len(rows) >= 31 and len(winners) >= 2, winners
+        assert len(rows) >= 16 and len(winners) >= 2, winners
         assert all(r.alive for r in group.running.values())
 
 
@@ -184,17 +184,21 @@ def test_a_run_fenced_out_by_a_pause_is_given_back_and_finished_by_its_next_atte
             "SELECT status, attempt, error FROM claimsched.job_runs"
         )
         assert (status, attempt) == ("done", 2), error
-        history = group.query("SELECT attempt, outcome, error FROM claimsched.job_attempts")
-        assert [(a, how) for a, how, _ in history] == [(1, "fenced_out")], history
-        assert "LeaseLost" in history[0][2]
+        # Which comes first after the SIGCONT decides how attempt 1 is remembered: its handler
+        # giving the run back (fenced_out), or the reaper and a reclaim (orphaned: the late
+        # give-back is then refused). Either way the next attempt finished the work.
+        history = group.query("SELECT attempt, outcome FROM claimsched.job_attempts")
+        assert len(history) == 1 and history[0][0] == 1, history
+        assert history[0][1] in ("fenced_out", "orphaned"), history
+        assert "LeaseLost" in group.running[paused].output()
+        assert "run failed" not in group.running[paused].output()
         effects = Counter(e for (e,) in group.query("SELECT entity FROM public.ledger"))
         assert effects == {"first-half": 1, "second-half": 1}
 
 
-@pytest.mark.parametrize("skew", ["+90s", "-90s"])
-def test_a_replica_with_a_skewed_clock_never_causes_a_second_run(
-    dsn: str, tmp_path: Path, skew: str
-) -> None:
+def test_replicas_with_skewed_clocks_never_cause_a_second_run(dsn: str, tmp_path: Path) -> None:
+    """One replica's clock 90 s ahead, another's 90 s behind, beside one that is right: the
+    database's clock decides, so nothing runs early or twice, and both skewed ones take part."""
     jobs = [
         {
             "name": "tick",
@@ -206,19 +210,16 @@ def test_a_replica_with_a_skewed_clock_never_causes_a_second_run(
         }
     ]
     with replicas(dsn, tmp_path, jobs) as group:
-        group.start("skewed", skew=skew)
+        group.start("ahead", skew="+90s")
+        group.start("behind", skew="-90s")
         group.start("r1")
-        group.start("r2")
         wait_for(lambda: _done(group, "tick") >= 20, timeout=60, what="20 done occurrences")
         _assert_exactly_once(group, "tick")
         early = group.query("SELECT count(*) FROM claimsched.job_runs WHERE started_at < fire_time")
         assert early == [(0,)]
-        assert (
-            group.query("SELECT count(*) FROM claimsched.job_runs WHERE claimed_by = 'skewed'")[0][
-                0
-            ]
-            > 0
-        )
+        claimed = dict(group.query(
+            "SELECT claimed_by, count(*) FROM claimsched.job_runs GROUP BY claimed_by"))
+        assert claimed.get("ahead", 0) > 0 and claimed.get("behind", 0) > 0, claimed
 
 
 def test_agents_survive_a_database_outage_and_catch_up(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from .support import sql
 
 CLAIMSCHED = Path(sys.executable).parent / "claimsched"
 JOB = "tick"
+GRACE = ("--late-after", "3")
 
 
 def status(dsn: str, *more: str) -> tuple[int, str]:
@@ -48,14 +49,16 @@ def test_status_is_healthy_while_an_agent_runs_the_job_and_not_once_the_fleet_is
 
         agent.signal(stop)
         agent.process.wait(30)
-        found = wait_for(lambda: (r := status(dsn))[0] != 0 and "late" in r[1] and r,
+        # A grace of 3 s rather than the default's 10 (tests/unit/test_deadlines.py covers the
+        # default): what is shown is the same.
+        found = wait_for(lambda: (r := status(dsn, *GRACE))[0] != 0 and "late" in r[1] and r,
                          "status to say the job is late", log=group.dump)
     code, line = found
     assert code == 2
     assert line.count("\n") == 1 and line.startswith(f"{JOB} late"), line
     assert "no live agent handles it" in line, line
     assert "after its fire time" in line, line  # how late
-    code, out = status(dsn, "--json")
+    code, out = status(dsn, "--json", *GRACE)
     report = json.loads(out)
     assert code == 2 and report["healthy"] is False and report["live_agents"] == 0
     assert set(report["reasons"]) == {"late", "no_live_agent"}
