@@ -171,7 +171,7 @@ def _status(group: Replicas) -> int:
 
 def _plot_fleet(found: dict[str, list[float]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    ax.boxplot(list(found.values()), labels=list(found))
+    ax.boxplot(list(found.values()), tick_labels=list(found))
     ax.set_ylabel("seconds from the fleet's stop to `status` exit 2")
     ax.set_title("f: a dead fleet is never healthy")
     ax.grid(alpha=0.3)
