@@ -80,6 +80,7 @@ class Housekeeper:
     on_claimable: Callable[[], None]
     on_peers: Callable[[tuple[str, ...]], None]
     _listed: bool = field(init=False, default=False)  # the row holds this agent's job list
+    _unlisted_said: bool = field(init=False, default=False)  # warned that it stays unlisted
     _wake: threading.Event = field(init=False, default_factory=threading.Event)
     # When to sweep (time.monotonic()): the last sweep began at `_swept_at`; `_expiry` is just
     # after the next lease's end it found, `_look_by` the deadline `look_within` set (cleared by
@@ -103,6 +104,13 @@ class Housekeeper:
         self._sweep(listed=not listed)
         if listed and not self._listed:  # the row lost the list: again, with it
             self._sweep(listed=True)
+        if not self._listed and not self._unlisted_said:  # sent, and still not kept
+            self._unlisted_said = True
+            self.log.warning(
+                "the database keeps no job list for this agent: its agent id belongs to another "
+                "database login, or none of its jobs is in its role's scope (claimsched roles); "
+                "peers and runs that want an owner go by what it sends each time",
+                extra={"action": "presence_refused"})
 
     def _sweep(self, listed: bool) -> None:
         told = self._told

@@ -273,3 +273,40 @@ def test_a_teams_agent_role_cannot_claim_another_teams_runs(
     assert taken == []
     assert claimed is not None and [c.outcome for c in claimed[1]] == ["inactive"]
     assert run_sql(dsn, "SELECT status, claimed_by FROM job_runs") == [("pending", None)]
+
+
+def agent_row(dsn: str, agent_id: str) -> tuple[Any, ...]:
+    (row,) = run_sql(dsn, "SELECT handlers, stopped_at IS NULL, login_role FROM agents"
+                          " WHERE agent_id = %s", [agent_id])
+    return row
+
+
+def test_a_team_can_neither_rewrite_nor_stop_another_teams_agent_and_lists_only_its_jobs(
+        dsn: str, store: Store, teams: tuple[Team, Team]) -> None:
+    """Agent ids are not secret: team B's role, knowing team A's agent's, calls the presence
+    functions with it. Team A's row keeps its job list and stays alive, so a manual run of
+    team A's job is taken as before; team B's own row lists only the jobs of its scope."""
+    team_a, team_b = teams
+    for job, team in (("billing", TEAM_A), ("reports", TEAM_B)):
+        store.upsert_schedule(JobSpec(job_name=job, schedule="@yearly", source="operator",
+                                      owner=f"{team}/{job}"))
+    ran = threading.Event()
+    agent = Agent(team_a.dsn, agent_id="team-a-0", migrate=False, housekeeping_seconds=0.3,
+                  shutdown_grace_seconds=2)
+    agent.job("billing")(lambda run: ran.set())
+    with agent:
+        wait_for(lambda: agent_row(dsn, "team-a-0")[:2] == (["billing"], True),
+                 "team A's presence")
+        presence = ("SELECT * FROM cs_housekeeping(%s, 'h', NULL, NULL, %s, 'v', 9, 't')")
+        (refused,) = run_sql(team_b.dsn, presence, ["team-a-0", ["reports"]])
+        assert refused[0] == 0  # present: the row is not the caller's
+        assert run_sql(team_b.dsn, "SELECT * FROM cs_agent_stopped('team-a-0')") == []
+        assert agent_row(dsn, "team-a-0")[:2] == (["billing"], True)
+        run_sql(team_b.dsn, presence, ["team-b-0", ["reports", "billing", "payroll"]])
+        assert agent_row(dsn, "team-b-0")[0] == ["reports"]
+        assert [agent_row(dsn, a)[2] for a in ("team-a-0", "team-b-0")] == [
+            team_a.role, team_b.role]
+        store.request_runs("billing", [datetime.now(UTC) - timedelta(seconds=1)], "manual")
+        assert ran.wait(15), "team A's agent never took the manual run of its job"
+    wait_for(lambda: run_sql(dsn, "SELECT status, claimed_by FROM job_runs") == [
+        ("done", "team-a-0")], "the manual run done by team A's agent")

@@ -112,6 +112,17 @@ SELECT CASE WHEN NOT pg_has_role(session_user, current_user, 'MEMBER') THEN
 END
 $$;
 
+-- Whether the caller may write the presence row of an agent created by `p_login_role`
+-- (migration 0016): its own login (session_user: inside the functions current_user is their
+-- owner), the schema's owner and its members, or anyone for a row from before the column.
+-- Called by: cs_housekeeping, cs_agent_stopped (no grant: nobody else).
+CREATE OR REPLACE FUNCTION cs_owns_presence(p_login_role text)
+RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, {schema}, pg_temp AS $$
+SELECT p_login_role IS NULL OR p_login_role = session_user
+       OR pg_has_role(session_user, current_user, 'MEMBER')
+$$;
+
 -- Of these Forbid jobs, the ones whose row this transaction could lock (FOR NO KEY UPDATE, in
 -- job order, SKIP LOCKED: a row another transaction in flight holds is left out, not waited
 -- for), each with whether a run of it is in progress (forbid_in_progress(), read after the
@@ -467,6 +478,8 @@ $$;
 -- it had none (the row was gone and is back without one): the agent sends the list again.
 -- Which runs are this agent's to take is read from its row, as a filter over the few jobs
 -- that have such runs (OFFSET 0: the list must not become 100,000 index probes).
+-- The row is written only by the login that created it (cs_owns_presence): another's agent id
+-- gets `present` 0 and changes nothing. A scoped role's list keeps the jobs of its scope only.
 -- `peers`: the live agents with the same job list (its digest, written with the list), the
 -- caller among them, sorted; each occurrence's first claimer is one of them (turns.py). An
 -- agent that was not a live peer before this call (new, back, or with another list) NOTIFYs
@@ -488,18 +501,25 @@ RETURNS TABLE (present bigint, orphaned bigint, exhausted bigint, overdue bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp
     SET enable_seqscan = off AS $$
 #variable_conflict use_column
+DECLARE
+    v_scope text[] := {schema}.cs_agent_scope();
 BEGIN
+IF v_scope IS NOT NULL AND p_handlers IS NOT NULL THEN  -- a scoped role lists its jobs only
+    p_handlers := ARRAY(SELECT h FROM unnest(p_handlers) AS h WHERE h LIKE ANY (v_scope));
+END IF;
 RETURN QUERY
 WITH presence AS (
     INSERT INTO agents (agent_id, hostname, pod, namespace, handlers, handlers_digest, version,
-                        ttl_seconds, tzdata, durability)
+                        ttl_seconds, tzdata, durability, login_role)
     VALUES (p_agent_id, p_hostname, p_pod, p_namespace, coalesce(p_handlers, ARRAY[]::text[]),
             md5(array_to_string(p_handlers, E'\n')), p_version, p_ttl_seconds, p_tzdata,
-            (SELECT d.durability FROM {schema}.database_identity() d))
+            (SELECT d.durability FROM {schema}.database_identity() d), session_user)
     ON CONFLICT (agent_id) DO UPDATE
     SET last_seen = now(), handlers = coalesce(p_handlers, agents.handlers),
         handlers_digest = coalesce(EXCLUDED.handlers_digest, agents.handlers_digest),
-        ttl_seconds = EXCLUDED.ttl_seconds, stopped_at = NULL, durability = EXCLUDED.durability
+        ttl_seconds = EXCLUDED.ttl_seconds, stopped_at = NULL, durability = EXCLUDED.durability,
+        login_role = coalesce(agents.login_role, EXCLUDED.login_role)
+    WHERE {schema}.cs_owns_presence(agents.login_role)
     RETURNING agents.handlers, agents.handlers_digest
 ),
 expired AS (
@@ -583,7 +603,8 @@ RETURNING r.id;
 END
 $$;
 
--- Graceful shutdown: this agent is gone (its peers are told, to take over its turns).
+-- Graceful shutdown: this agent is gone (its peers are told, to take over its turns). Only
+-- the login that created the agent's row may say so (cs_owns_presence).
 -- Called by: agents (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_agent_stopped(p_agent_id text)
 RETURNS TABLE (agent_id text)
@@ -591,7 +612,8 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema
 #variable_conflict use_column
 BEGIN
 RETURN QUERY
-UPDATE agents a SET stopped_at = now(), last_seen = now() WHERE a.agent_id = p_agent_id
+UPDATE agents a SET stopped_at = now(), last_seen = now()
+WHERE a.agent_id = p_agent_id AND {schema}.cs_owns_presence(a.login_role)
 RETURNING a.agent_id;
 PERFORM pg_notify('claimsched_agents', {schema_name});  -- its peers sweep: one fewer
 END
