@@ -1,13 +1,16 @@
 """Randomized chaos: R real agent processes, J jobs, random overlapping faults, then invariants.
 
 One seed fixes everything the harness decides: the jobs (period, policy, handler), the fault
-schedule (when, what, which replica, how long) and the skewed replica's clock. What the agents
-do in between is real concurrency, so a replay of a seed re-creates the same storm, not the same
-interleaving. Every run ends the same way: heal every fault, wait until every job caught up,
-disable the schedules, wait until nothing is left to do, stop the replicas gracefully, and check
-the invariants against the claim table, the receipts, the app's ledger and the audit trail (and,
-in timeline.py, those about time: Forbid runs never in progress at once, what became of handlers
-that finished while Postgres was away, receipts never committed after a later attempt began).
+schedule (when, what, which replica, how long) and the skewed replica's clock; the recovery
+faults (recovery.py) pick their replica when they run, by what job_runs says then. What the
+agents do in between is real concurrency, so a replay of a seed re-creates the same storm, not
+the same interleaving. Every run ends the same way: heal every fault, wait until every job caught
+up, disable the schedules, wait until nothing is left to do, stop the replicas gracefully, and
+check the invariants against the claim table, the receipts, the app's ledger and the audit trail
+(and, in timeline.py, those about time: Forbid runs never in progress at once, what became of
+handlers that finished while Postgres was away, receipts never committed after a later attempt
+began; in recovery_checks.py, those about superseded attempts and what the recovery faults
+left behind).
 
 Replay a seed: python -m bench.chaos --seed 23 --replicas 5 --jobs 20 --duration 22
 (with --ha on a synchronous Patroni cluster, where failovers replace the standalone server's
@@ -1631,6 +1634,10 @@ def summary(report: dict[str, Any]) -> str:
         f"occurrences checked, {report.get('rows', 0)} rows, "
         f"{len(report['violations'])} violation(s), {report['elapsed_seconds']}s",
     ]
+    superseded = {k.removeprefix("superseded_"): v for k, v in report.items()
+                  if k.startswith("superseded_")}
+    if superseded:
+        lines.append(f"  superseded attempts by outcome: {superseded}")
     if report.get("faults_missed"):
         lines.append(f"  faults that found nothing to act on: {report['faults_missed']}")
     if report["violations"]:
