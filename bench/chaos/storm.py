@@ -307,10 +307,10 @@ def plan_faults(
     total = max(len(kinds), round(cfg.duration * cfg.fault_rate))
     extras = rng.choices(kinds, weights=[WEIGHTS[k] for k in kinds], k=total - len(kinds))
     rng.shuffle(kinds)
-    # the whole fleet down comes early (it needs every replica's lane)
+    # the first whole fleet down comes early (it needs every replica's lane)
     draws = [
-        (rng.uniform(0.5, cfg.duration * (0.1 if kind == FLEET_DOWN else 0.8)), kind)
-        for kind in kinds + extras
+        (rng.uniform(0.5, cfg.duration * (0.1 if (kind, n) == (FLEET_DOWN, 0) else 0.8)), kind)
+        for n, kind in zip([0] * len(kinds) + [1] * len(extras), kinds + extras, strict=True)
     ]
     draws[: len(kinds)] = sorted(draws[: len(kinds)], key=lambda draw: _placed_first(draw[1]))
     busy: dict[str, list[tuple[float, float]]] = defaultdict(list)
