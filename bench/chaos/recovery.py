@@ -229,17 +229,11 @@ class RecoveryFaults:
     def kill_backfiller(self, fault: Fault, event: Event) -> None:
         job = next(j for j in self.fleet.jobs if j["name"] == fault.job)
         fires = self._backfill_times(job, int(fault.value))
-        try:
-            store = Store(self.fleet.dsn)
-            try:
-                queued = store.request_runs(job["name"], fires, "backfill")
-            finally:
-                store.close()
-        except (psycopg.Error, ClaimschedError) as exc:  # Postgres may be away: so be it
-            event.happened = False
-            event.detail = f"backfill refused: {type(exc).__name__}: {str(exc)[:120]}"
-            return
         deadline = time.monotonic() + BACKFILL_WAIT
+        queued = self._backfill(job["name"], fires, deadline, event)
+        if queued is None:
+            event.happened = False
+            return
         while time.monotonic() < deadline:
             for slot, run in self._held(job["name"], fires)[:1]:
                 if self._kill(slot, run, fault, event):
@@ -249,6 +243,23 @@ class RecoveryFaults:
         event.happened = False
         event.detail = (f"backfilled {len(queued)} of {job['name']}: none worked on a free "
                         f"replica within {BACKFILL_WAIT:g}s")
+
+    def _backfill(self, job: str, fires: list[datetime], deadline: float,
+                  event: Event) -> list[datetime] | None:
+        """Queue the backfill (as `claimsched backfill` does), trying again while Postgres is
+        away until `deadline`; the fire times that were new, or None if it never answered."""
+        while True:
+            try:
+                store = Store(self.fleet.dsn)
+                try:
+                    return store.request_runs(job, fires, "backfill")
+                finally:
+                    store.close()
+            except (psycopg.Error, ClaimschedError) as exc:
+                if time.monotonic() > deadline:
+                    event.detail = f"backfill refused: {type(exc).__name__}: {str(exc)[:120]}"
+                    return None
+            time.sleep(0.25)
 
     def _backfill_times(self, job: dict[str, Any], periods: int) -> list[datetime]:
         """BACKFILL_RUNS occurrences of an `@every` job, the last `periods` periods before its

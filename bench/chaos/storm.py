@@ -362,7 +362,7 @@ def plan_faults(
         for at in _instants(drawn, 0.5, cfg.duration * 0.9):
             low, high = at, at + duration + slack
             if kind in DB_FAULTS:
-                down = (low, low + max(duration, 1.0))  # a restart takes a second
+                down = outage(low, duration)
                 clear = not overlaps("postgres", low, high) and not any(
                     a < down[1] and down[0] < b for a, b in watches
                 )
@@ -389,7 +389,7 @@ def plan_faults(
             continue
         until = 0.0
         if kind in DB_FAULTS:
-            outages.append((at, at + max(duration, 1.0)))
+            outages.append(outage(at, duration))
         if kind in WATCHING:
             watches.append((at, at + WATCHING[kind]))
         if kind not in ("skew", *MANUAL_FAULTS):
@@ -400,6 +400,12 @@ def plan_faults(
             Fault(round(at, 2), kind, target, round(duration, 2), value, round(until, 2), job)
         )
     return sorted(faults, key=lambda f: f.at)
+
+
+def outage(at: float, duration: float) -> tuple[float, float]:
+    """When a database fault of `duration` seconds planned at `at` keeps Postgres from
+    answering: a restart takes a second, and a server started again answers a second later."""
+    return at, at + max(duration, 1.0) + 1.0
 
 
 def _placed_first(kind: str) -> int:
