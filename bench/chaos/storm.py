@@ -121,6 +121,7 @@ OVERRUN_FOR = {"trigger", "backfill", "long_outage", KILL_BACKFILLER}
 WATCHING = {PAUSE_RECLAIMER: RECLAIMED_WAIT, KILL_BACKFILLER: BACKFILL_WAIT}
 FREEZE_FOR = {"freeze_in_once"}
 MAX_SKEW = 300  # seconds, either way
+TAIL_WAIT = 4.0  # seconds a long outage may wait for a handler's tail before it begins
 TERMINAL = ("done", "skipped")
 UNFINISHED = ("running", "orphaned", "pending")
 
@@ -362,7 +363,7 @@ def plan_faults(
         for at in _instants(drawn, 0.5, cfg.duration * 0.9):
             low, high = at, at + duration + slack
             if kind in DB_FAULTS:
-                down = outage(low, duration)
+                down = outage(kind, low, duration)
                 clear = not overlaps("postgres", low, high) and not any(
                     a < down[1] and down[0] < b for a, b in watches
                 )
@@ -389,7 +390,7 @@ def plan_faults(
             continue
         until = 0.0
         if kind in DB_FAULTS:
-            outages.append(outage(at, duration))
+            outages.append(outage(kind, at, duration))
         if kind in WATCHING:
             watches.append((at, at + WATCHING[kind]))
         if kind not in ("skew", *MANUAL_FAULTS):
@@ -402,10 +403,12 @@ def plan_faults(
     return sorted(faults, key=lambda f: f.at)
 
 
-def outage(at: float, duration: float) -> tuple[float, float]:
-    """When a database fault of `duration` seconds planned at `at` keeps Postgres from
-    answering: a restart takes a second, and a server started again answers a second later."""
-    return at, at + max(duration, 1.0) + 1.0
+def outage(kind: str, at: float, duration: float) -> tuple[float, float]:
+    """When a database fault planned at `at` may keep Postgres from answering: a long outage
+    may begin only once a handler began its tail, a restart takes a second, and a server
+    started again answers a second later."""
+    begins = TAIL_WAIT if kind == "long_outage" else 0.0
+    return at, at + begins + max(duration, 1.0) + 1.0
 
 
 def _placed_first(kind: str) -> int:
@@ -766,7 +769,7 @@ class ChaosRun:
         there lets the handler finish while Postgres is away. False if none came in time."""
         wanted, now = self.trace_dir / "outage-wanted", self.trace_dir / "outage-now"
         wanted.touch()
-        deadline = time.monotonic() + 4.0
+        deadline = time.monotonic() + TAIL_WAIT
         while time.monotonic() < deadline and not now.exists():
             time.sleep(0.02)
         try:

@@ -136,7 +136,7 @@ def test_the_recovery_faults_are_planned_as_their_checks_expect() -> None:
         jobs, faults = _plan(seed)
         periods = [j["period"] for j in jobs]
         by_name = {j["name"]: j for j in jobs}
-        outages = [outage(f.at, f.duration) for f in faults if f.kind in PG_FAULTS]
+        outages = [outage(f.kind, f.at, f.duration) for f in faults if f.kind in PG_FAULTS]
         for fault in faults:
             if fault.kind == FLEET_DOWN:  # every job misses one occurrence at least
                 assert fault.target == FLEET and max(periods) < fault.duration < window / 100
