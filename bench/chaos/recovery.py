@@ -53,6 +53,32 @@ def work_seconds(job: dict[str, Any]) -> float:
     return sum(float(job.get(key, 0)) for key in ("sleep", "once_sleep", "tail"))
 
 
+def retried_job(rng: random.Random) -> dict[str, Any]:
+    """Allow, every second: its first attempt fails at once, its second (a retry) does its
+    effects and works on for seconds after the last one. Some second attempt is nearly always
+    running somewhere: what a pause_reclaimer pauses when no reclaimed orphan is."""
+    return {
+        "name": "retried-allow",
+        "kind": "chaos",
+        "period": 1,
+        "schedule": "@every 1s",
+        "concurrency_policy": "Allow",
+        "catch_up_policy": "All",
+        "lease_seconds": rng.choice([3, 4]),
+        "heartbeat_seconds": 1,
+        "retry_on_failure": True,
+        "max_attempts": 5,
+        "before": "prepare",
+        "sleep": 0.05,
+        "fail_every": 1,
+        "fail_attempts": 1,
+        "once": "notify",
+        "once_sleep": 0.05,
+        "after": "report",
+        "tail": round(rng.uniform(2.0, 3.0), 1),
+    }
+
+
 def plan_recovery(
     kind: str,
     rng: random.Random,
@@ -67,9 +93,9 @@ def plan_recovery(
     if kind == PAUSE_RECLAIMER:  # duration: seconds paused beyond the run's lease
         return rng.uniform(1.5, 3.0), RECLAIMED_WAIT + lease_max + 1.0, 0.0, ""
     if kind == KILL_BACKFILLER:  # duration: seconds down; value: periods before the schedule
-        # a handler that works long enough to be killed at work; Allow first: a Forbid job that
-        # overruns its period may start its backfill only after the wait
-        long = [j for j in jobs if work_seconds(j) >= 1.0] or jobs
+        # a handler whose first attempt works long enough to be killed at work; Allow first: a
+        # Forbid job that overruns its period may start its backfill only after the wait
+        long = [j for j in jobs if work_seconds(j) >= 1.0 and not j.get("fail_every")] or jobs
         allow = [j for j in long if j["concurrency_policy"] == "Allow"]
         job = rng.choice([j["name"] for j in allow or long])
         value = BACKFILL_FROM + BACKFILL_RUNS * backfills[job]

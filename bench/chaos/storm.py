@@ -61,6 +61,7 @@ from .recovery import (
     RECOVERY_FAULTS,
     RecoveryFaults,
     plan_recovery,
+    retried_job,
 )
 from .recovery_checks import RecoveryChecks, RecoveryLog, Superseded, fenced_out
 from .timeline import TimeChecks, Timeline, Trace
@@ -120,6 +121,7 @@ OVERRUN_FOR = {"trigger", "backfill", "long_outage", KILL_BACKFILLER}
 # database fault is on meanwhile
 WATCHING = {PAUSE_RECLAIMER: RECLAIMED_WAIT, KILL_BACKFILLER: BACKFILL_WAIT}
 FREEZE_FOR = {"freeze_in_once"}
+RETRIED_FOR = {PAUSE_RECLAIMER}  # a job whose second attempts run long (recovery.retried_job)
 MAX_SKEW = 300  # seconds, either way
 TAIL_WAIT = 4.0  # seconds a long outage may wait for a handler's tail before it begins
 TERMINAL = ("done", "skipped")
@@ -159,17 +161,20 @@ class ChaosConfig:
 
 def plan_jobs(rng: random.Random, count: int, kinds: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """J chaos jobs: @every 1-3 s, Forbid or Allow, short, long, flaky or doomed handlers; the
-    last ones overrun or freeze when the fault `kinds` need such jobs (drawn from a random
-    source of their own, so the other jobs of a seed stay what they were)."""
+    last ones overrun, freeze or are retried when the fault `kinds` need such jobs (drawn from a
+    random source of their own, so the other jobs of a seed stay what they were)."""
     jobs = _plain_jobs(rng, count)
     overrun = max(1, count // 8) if OVERRUN_FOR & set(kinds) else 0
     frozen = 1 + count // 30 if FREEZE_FOR & set(kinds) else 0
-    if not overrun + frozen:
+    retried = 1 if RETRIED_FOR & set(kinds) else 0
+    if not overrun + frozen + retried:
         return jobs
     extra = random.Random(rng.random())
-    specials = [_overrun_job(extra) for _ in range(overrun)] + [
-        _frozen_job(extra) for _ in range(frozen)
-    ]
+    specials = (
+        [_overrun_job(extra) for _ in range(overrun)]
+        + [_frozen_job(extra) for _ in range(frozen)]
+        + [retried_job(extra) for _ in range(retried)]
+    )
     kept = jobs[: max(0, count - len(specials))]
     for index, job in enumerate(specials[: count], start=len(kept)):
         job["name"] = f"j{index:02d}-{job['name']}"
