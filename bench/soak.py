@@ -7,7 +7,9 @@ R real agent processes run J jobs while seeded random faults overlap for `durati
 (SIGKILL, SIGSTOP past the lease, SIGTERM, Postgres fast restarts, outages and outages longer
 than every lease, a replica's clock skewed and re-skewed, restarts under a new agent id, manual
 triggers and backfills of Forbid jobs that overrun their period, handlers frozen inside
-`run.once()` past their lease; maintenance runs concurrently throughout). With --ha the database
+`run.once()` past their lease, the owner of a reclaimed run paused past its lease, a backfill's
+worker killed, the whole fleet down for longer than every period; maintenance runs
+concurrently throughout). With --ha the database
 is a Patroni cluster (two nodes, synchronous_mode_strict) and its faults are failovers (the
 leader SIGKILLed, or switched over) instead of restarts and outages, and replicas are
 partitioned from it (their connections black-holed for longer than every lease).
@@ -64,6 +66,9 @@ COLORS = {
     "freeze_in_once": "tab:pink",
     "partition": "gold",
     "failover": "darkred",
+    "pause_reclaimer": "violet",
+    "kill_backfiller": "teal",
+    "fleet_down": "dimgray",
     "exited": "black",
 }
 

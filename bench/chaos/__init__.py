@@ -1,5 +1,7 @@
 """The chaos harness: real agent processes (`app`, started by `harness`), seeded storms of
-overlapping faults and the invariants checked after them (`storm`).
+overlapping faults and the invariants checked after them (`storm`; the faults' plan records and
+lanes in `faults`, the recovery faults in `recovery`, their invariants in `recovery_checks`,
+those about time in `timeline`).
 
 The chaos tests (tests/chaos) and the soak profile (bench/soak.py) both run it. Replay a storm:
 

@@ -1,13 +1,16 @@
 """Randomized chaos: R real agent processes, J jobs, random overlapping faults, then invariants.
 
 One seed fixes everything the harness decides: the jobs (period, policy, handler), the fault
-schedule (when, what, which replica, how long) and the skewed replica's clock. What the agents
-do in between is real concurrency, so a replay of a seed re-creates the same storm, not the same
-interleaving. Every run ends the same way: heal every fault, wait until every job caught up,
-disable the schedules, wait until nothing is left to do, stop the replicas gracefully, and check
-the invariants against the claim table, the receipts, the app's ledger and the audit trail (and,
-in timeline.py, those about time: Forbid runs never in progress at once, what became of handlers
-that finished while Postgres was away, receipts never committed after a later attempt began).
+schedule (when, what, which replica, how long) and the skewed replica's clock; the recovery
+faults (recovery.py) pick their replica when they run, by what job_runs says then. What the
+agents do in between is real concurrency, so a replay of a seed re-creates the same storm, not
+the same interleaving. Every run ends the same way: heal every fault, wait until every job caught
+up, disable the schedules, wait until nothing is left to do, stop the replicas gracefully, and
+check the invariants against the claim table, the receipts, the app's ledger and the audit trail
+(and, in timeline.py, those about time: Forbid runs never in progress at once, what became of
+handlers that finished while Postgres was away, receipts never committed after a later attempt
+began; in recovery_checks.py, those about superseded attempts and what the recovery faults
+left behind).
 
 Replay a seed: python -m bench.chaos --seed 23 --replicas 5 --jobs 20 --duration 22
 (with --ha on a synchronous Patroni cluster, where failovers replace the standalone server's
@@ -28,9 +31,9 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -47,19 +50,39 @@ from claimsched.tools.processes import python_path
 from ..ha.blackhole import Blackhole
 from ..ha.patroni import PatroniCluster, patroni_cluster
 from . import app_sql
+from .faults import FLEET, GRACE, STARTUP, Event, Fault, Lanes, Slot
 from .harness import REPO, Replica, Replicas
+from .recovery import (
+    BACKFILL_WAIT,
+    FLEET_DOWN,
+    KILL_BACKFILLER,
+    PAUSE_RECLAIMER,
+    RECLAIMED_WAIT,
+    RECOVERY_FAULTS,
+    RecoveryFaults,
+    plan_recovery,
+    retried_job,
+)
+from .recovery_checks import RecoveryChecks, RecoveryLog, Superseded, fenced_out
 from .timeline import TimeChecks, Timeline, Trace
 
 REPLICA_FAULTS = ("sigkill", "sigstop", "sigterm", "new_id")
 PG_FAULTS = ("pg_restart", "pg_outage", "long_outage")  # long_outage: longer than every lease
 MANUAL_FAULTS = ("trigger", "backfill")  # manual runs of Forbid jobs, as an operator asks them
-FAULT_KINDS = (*REPLICA_FAULTS, *PG_FAULTS, "skew", *MANUAL_FAULTS, "freeze_in_once")
+# RECOVERY_FAULTS (recovery.py): the owner of a reclaimed run paused past its lease, a backfill's
+# worker killed, the whole fleet down for longer than every period
+FAULT_KINDS = (
+    *REPLICA_FAULTS, *PG_FAULTS, "skew", *MANUAL_FAULTS, "freeze_in_once", *RECOVERY_FAULTS
+)
 # A replica's database connections black-holed (no reset) for longer than every lease; any
 # database. The Patroni leader lost (SIGKILL of its Patroni, postmaster and children; the
 # synchronous standby is promoted, the dead node rejoins) or switched over: --ha only, where it
 # replaces the faults of the one standalone server (PG_FAULTS).
 PARTITION, FAILOVER = "partition", "failover"
-HA_KINDS = (*REPLICA_FAULTS, PARTITION, FAILOVER, "skew", *MANUAL_FAULTS, "freeze_in_once")
+HA_KINDS = (
+    *REPLICA_FAULTS, PARTITION, FAILOVER, "skew", *MANUAL_FAULTS, "freeze_in_once",
+    *RECOVERY_FAULTS,
+)
 ALL_KINDS = (*FAULT_KINDS, PARTITION, FAILOVER)
 DB_FAULTS = (*PG_FAULTS, FAILOVER)  # one at a time on the "postgres" lane
 WEIGHTS = {
@@ -76,6 +99,9 @@ WEIGHTS = {
     "freeze_in_once": 1,
     PARTITION: 2,
     FAILOVER: 0.6,  # each takes the database away for seconds (switchover) or ~30 s (SIGKILL)
+    PAUSE_RECLAIMER: 2,
+    KILL_BACKFILLER: 1,
+    FLEET_DOWN: 0.5,  # every replica's lane at once
 }
 # Planned seconds of a failover on the "postgres" lane (Patroni's ttl of 20 s, then the dead
 # node's rejoin: a strict synchronous cluster takes no commit until a standby is back), and the
@@ -90,11 +116,14 @@ SETTLE_AFTER_DB_FAULT = {False: 10.0, True: 30.0}  # by cfg.ha
 # The jobs the newer faults need: Forbid jobs that overrun their period (some their lease), with
 # work after their last effect (a handler that finishes while Postgres is away), and jobs whose
 # once() block freezes its replica on the harness's word. They replace the last jobs of a plan.
-OVERRUN_FOR = {"trigger", "backfill", "long_outage"}
+OVERRUN_FOR = {"trigger", "backfill", "long_outage", KILL_BACKFILLER}
+# Faults that wait for their moment reading job_runs (`WATCHING` seconds after they start): no
+# database fault is on meanwhile
+WATCHING = {PAUSE_RECLAIMER: RECLAIMED_WAIT, KILL_BACKFILLER: BACKFILL_WAIT}
 FREEZE_FOR = {"freeze_in_once"}
+RETRIED_FOR = {PAUSE_RECLAIMER}  # a job whose second attempts run long (recovery.retried_job)
 MAX_SKEW = 300  # seconds, either way
-GRACE = 2.0  # CLAIMSCHED_SHUTDOWN_GRACE_SECONDS of the replicas
-STARTUP = 3.0  # seconds a restarted replica may take before it claims again (planning slack)
+TAIL_WAIT = 4.0  # seconds a long outage may wait for a handler's tail before it begins
 TERMINAL = ("done", "skipped")
 UNFINISHED = ("running", "orphaned", "pending")
 
@@ -130,28 +159,22 @@ class ChaosConfig:
             raise ValueError(f"{FAILOVER} needs a Patroni cluster: add --ha")
 
 
-@dataclass(frozen=True)
-class Fault:
-    at: float  # seconds after the fault phase started
-    kind: str
-    target: str  # replica slot, "postgres", or the skewed slot
-    duration: float  # downtime, pause, outage; for skew: 0
-    value: float = 0.0  # skew: the new offset in seconds; new_id: 1 = SIGTERM, 0 = SIGKILL
-
-
 def plan_jobs(rng: random.Random, count: int, kinds: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """J chaos jobs: @every 1-3 s, Forbid or Allow, short, long, flaky or doomed handlers; the
-    last ones overrun or freeze when the fault `kinds` need such jobs (drawn from a random
-    source of their own, so the other jobs of a seed stay what they were)."""
+    last ones overrun, freeze or are retried when the fault `kinds` need such jobs (drawn from a
+    random source of their own, so the other jobs of a seed stay what they were)."""
     jobs = _plain_jobs(rng, count)
     overrun = max(1, count // 8) if OVERRUN_FOR & set(kinds) else 0
     frozen = 1 + count // 30 if FREEZE_FOR & set(kinds) else 0
-    if not overrun + frozen:
+    retried = 1 if RETRIED_FOR & set(kinds) else 0
+    if not overrun + frozen + retried:
         return jobs
     extra = random.Random(rng.random())
-    specials = [_overrun_job(extra) for _ in range(overrun)] + [
-        _frozen_job(extra) for _ in range(frozen)
-    ]
+    specials = (
+        [_overrun_job(extra) for _ in range(overrun)]
+        + [_frozen_job(extra) for _ in range(frozen)]
+        + [retried_job(extra) for _ in range(retried)]
+    )
     kept = jobs[: max(0, count - len(specials))]
     for index, job in enumerate(specials[: count], start=len(kept)):
         job["name"] = f"j{index:02d}-{job['name']}"
@@ -271,10 +294,13 @@ def plan_faults(
 ) -> list[Fault]:
     """A seeded schedule of overlapping faults: every kind at least once, the rest weighted.
 
-    A replica has one fault at a time and at least one replica is never faulted at any instant;
-    Postgres has one fault at a time, a frozen job one freeze at a time. Faults on different
-    targets overlap freely. A fault that does not fit where it was drawn moves later; one that
-    fits nowhere is left out. Manual runs go to Forbid jobs, overrunning ones first.
+    A replica has one fault at a time and at least one replica is never faulted at any instant,
+    but while the whole fleet is down (FLEET_DOWN: every replica's lane, drawn early); Postgres
+    has one fault at a time, a frozen job one freeze at a time, and no database fault is on
+    while a WATCHING fault waits. Faults on different targets overlap freely. Each fault
+    reserves its lane (faults.py) until `until`. A fault that does not fit where it was drawn
+    moves later, then earlier; one that fits nowhere is left out. Manual runs go to Forbid jobs,
+    overrunning ones first.
     """
     lease_max = max(j["lease_seconds"] for j in jobs)
     period_max = max(j["period"] for j in jobs)
@@ -287,15 +313,28 @@ def plan_faults(
     total = max(len(kinds), round(cfg.duration * cfg.fault_rate))
     extras = rng.choices(kinds, weights=[WEIGHTS[k] for k in kinds], k=total - len(kinds))
     rng.shuffle(kinds)
-    draws = [(rng.uniform(0.5, cfg.duration * 0.8), kind) for kind in kinds + extras]
+    # the first whole fleet down comes early (it needs every replica's lane)
+    draws = [
+        (rng.uniform(0.5, cfg.duration * (0.1 if (kind, n) == (FLEET_DOWN, 0) else 0.8)), kind)
+        for n, kind in zip([0] * len(kinds) + [1] * len(extras), kinds + extras, strict=True)
+    ]
+    draws[: len(kinds)] = sorted(draws[: len(kinds)], key=lambda draw: _placed_first(draw[1]))
     busy: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    backfills: Counter[str] = Counter()  # kill_backfiller's ranges per job, each its own
+    outages: list[tuple[float, float]] = []  # the database faults' own spans, slack aside
+    watches: list[tuple[float, float]] = []  # the WATCHING faults' waits
     faults = []
 
     def overlaps(target: str, low: float, high: float) -> bool:
         return any(a < high and low < b for a, b in busy[target])
 
-    for at, kind in draws:  # the one-of-each draws come first: they always find room
-        value = 0.0
+    def most_at_once(low: float, high: float) -> int:
+        """The most replica lanes reserved at one instant between low and high."""
+        instants = [low] + [a for s in slots for a, _ in busy[s] if low < a < high]
+        return max(sum(1 for s in slots if overlaps(s, t, t + 1e-6)) for t in instants)
+
+    for drawn, kind in draws:  # the one-of-each draws come first: they always find room
+        value, job = 0.0, ""
         if kind == "sigkill":
             duration, slack = rng.uniform(0.5, 4.0), STARTUP
         elif kind == "sigstop":
@@ -321,32 +360,84 @@ def plan_faults(
             pick = rng.choice(sorted(frozen))
             lease = frozen[pick]["lease_seconds"]
             duration, slack = rng.uniform(lease + 0.5, lease + 3.0), 2.0 * frozen[pick]["period"]
+        elif kind in RECOVERY_FAULTS:
+            duration, slack, value, job = plan_recovery(kind, rng, jobs, len(slots), backfills)
         else:
             duration, slack, value = 0.0, 0.0, float(rng.randint(-MAX_SKEW, MAX_SKEW))
         target = None
-        while target is None and at < cfg.duration * 0.9:
+        for at in _instants(drawn, 0.5, cfg.duration * 0.9):
             low, high = at, at + duration + slack
             if kind in DB_FAULTS:
-                target = None if overlaps("postgres", low, high) else "postgres"
+                down = outage(kind, low, duration)
+                clear = not overlaps("postgres", low, high) and not any(
+                    a < down[1] and down[0] < b for a, b in watches
+                )
+                target = "postgres" if clear else None
             elif kind == "skew":
                 target = skewed
             elif kind in MANUAL_FAULTS:
                 target = pick
             elif kind == "freeze_in_once":
                 target = None if overlaps(pick, low, high) else pick
+            elif kind == FLEET_DOWN:
+                target = None if any(overlaps(s, low, high) for s in slots) else FLEET
+            elif kind in WATCHING and any(
+                a < low + WATCHING[kind] and low < b for a, b in outages
+            ):
+                target = None
             else:
-                faulted = sum(1 for s in slots if overlaps(s, low, high))
                 free = [s for s in slots if not overlaps(s, low, high)]
-                if free and faulted < len(slots) - 1:
+                if free and most_at_once(low, high) < len(slots) - 1:
                     target = rng.choice(free)
-            if target is None:
-                at += 1.5
+            if target is not None:
+                break
         if target is None:
             continue
+        until = 0.0
+        if kind in DB_FAULTS:
+            outages.append(outage(kind, at, duration))
+        if kind in WATCHING:
+            watches.append((at, at + WATCHING[kind]))
         if kind not in ("skew", *MANUAL_FAULTS):
-            busy[target].append((at, at + duration + slack))
-        faults.append(Fault(round(at, 2), kind, target, round(duration, 2), value))
+            until = at + duration + slack
+            for lane in slots if target == FLEET else [target]:
+                busy[lane].append((at, until))
+        faults.append(
+            Fault(round(at, 2), kind, target, round(duration, 2), value, round(until, 2), job)
+        )
     return sorted(faults, key=lambda f: f.at)
+
+
+def outage(kind: str, at: float, duration: float) -> tuple[float, float]:
+    """When a database fault planned at `at` may keep Postgres from answering: a long outage
+    may begin only once a handler began its tail, a restart takes a second, and a server
+    started again answers a second later."""
+    begins = TAIL_WAIT if kind == "long_outage" else 0.0
+    return at, at + begins + max(duration, 1.0) + 1.0
+
+
+def _placed_first(kind: str) -> int:
+    """The order in which the one-of-each draws are placed: the whole fleet first, then by
+    the time each holds its replica lane, shortest first (the longest start last, wherever a
+    lane is left: only the start of a fault must fall inside the storm); a failover last: it
+    takes the database away for most of an HA storm, and keeps out of the waits of the faults
+    that watch job_runs (WATCHING) that came before it."""
+    order = (FLEET_DOWN, "sigkill", "sigterm", "new_id", "long_outage", PARTITION, "sigstop",
+             KILL_BACKFILLER, PAUSE_RECLAIMER, FAILOVER)
+    return order.index(kind) if kind in order else len(order)
+
+
+def _instants(drawn: float, first: float, last: float) -> Iterator[float]:
+    """Where a fault drawn at `drawn` may go: there, then later in steps of 1.5 s up to `last`,
+    then earlier down to `first`."""
+    later = drawn
+    while later < last:
+        yield later
+        later += 1.5
+    earlier = drawn - 1.5
+    while earlier >= first:
+        yield earlier
+        earlier -= 1.5
 
 
 def plan(cfg: ChaosConfig) -> tuple[list[dict[str, Any]], str, float, list[Fault], list[float]]:
@@ -363,31 +454,6 @@ def plan(cfg: ChaosConfig) -> tuple[list[dict[str, Any]], str, float, list[Fault
 
 
 # -- replicas as a kubelet would run them ----------------------------------------------------------
-
-
-@dataclass
-class Slot:
-    """One replica position: its current agent id, process, and whether a fault holds it."""
-
-    name: str
-    agent_id: str
-    skew_file: Path | None
-    replica: Replica | None = None
-    incarnation: int = 0
-    held: bool = False  # a fault (or the harness) owns this slot's process right now
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    ids: list[str] = field(default_factory=list)
-    proxies: list[Blackhole] = field(default_factory=list)  # partition faults cut these
-    dsn: str | None = None  # through `proxies`, when the storm has partition faults
-
-
-@dataclass
-class Event:
-    at: float  # seconds after the fault phase started
-    kind: str
-    target: str
-    detail: str = ""
-    end: float | None = None
 
 
 class ChaosRun:
@@ -416,6 +482,7 @@ class ChaosRun:
         self.freeze_lock = threading.Lock()  # one frozen handler at a time
         self.maintenance: Counter[str] = Counter()
         self.finished_seen: dict[int, tuple[Any, ...]] = {}
+        self.recovery = RecoveryFaults(self)
         self._lock = threading.Lock()
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -452,13 +519,14 @@ class ChaosRun:
                 )
                 for name in self.slots_names
             }
+            self.lanes = Lanes(self.faults, self.slots)
             self._write_skew(self.initial_skew)
             try:
                 if PARTITION in self.cfg.kinds:
                     for slot in self.slots.values():
                         self._proxy(slot)
                 for slot in self.slots.values():
-                    self._launch(slot)
+                    self.launch(slot)
                 self._wait_ready()
                 self.t0, self.wall0 = time.monotonic(), time.time()
                 threads = [
@@ -555,7 +623,7 @@ class ChaosRun:
             partial.write_text(f"{int(seconds):+d}s\n")
             os.replace(partial, self.folder / "skew")
 
-    def _launch(self, slot: Slot) -> None:
+    def launch(self, slot: Slot) -> None:
         slot.incarnation += 1
         slot.replica = self.group.start(
             slot.agent_id,
@@ -564,12 +632,12 @@ class ChaosRun:
             **({"CLAIMSCHED_DSN": slot.dsn} if slot.dsn else {}),
         )
 
-    def _started(self, slot: Slot) -> bool:
+    def started(self, slot: Slot) -> bool:
         return slot.replica is not None and "agent started" in slot.replica.output()
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + 60
-        while not all(self._started(s) for s in self.slots.values()):
+        while not all(self.started(s) for s in self.slots.values()):
             for slot in self.slots.values():
                 if slot.replica is not None and not slot.replica.alive:
                     raise RuntimeError(f"{slot.agent_id} did not start:\n{slot.replica.output()}")
@@ -610,6 +678,8 @@ class ChaosRun:
                 self._manual_fault(fault, event)
             elif fault.kind == "freeze_in_once":
                 self._freeze_fault(fault, event)
+            elif fault.kind in RECOVERY_FAULTS:
+                self.recovery.run(fault, event)
             elif fault.kind == "skew":
                 self._write_skew(fault.value)
                 event.detail = f"{int(fault.value):+d}s"
@@ -687,9 +757,7 @@ class ChaosRun:
     def _partition(self, fault: Fault, event: Event) -> None:
         """Every connection of one replica black-holed for longer than every lease: what it sent
         waits in the kernel, nothing errors, no call returns; then everything flows again."""
-        slot = self.slots[fault.target]
-        with slot.lock:
-            slot.held = True
+        with self.lanes.holding(fault.target) as slot:
             event.target = slot.agent_id
             try:
                 for proxy in slot.proxies:
@@ -698,7 +766,6 @@ class ChaosRun:
             finally:
                 for proxy in slot.proxies:
                     proxy.restore()
-                slot.held = False
         event.detail = f"cut off {fault.duration:.1f}s"
 
     def _await_tail(self) -> bool:
@@ -707,7 +774,7 @@ class ChaosRun:
         there lets the handler finish while Postgres is away. False if none came in time."""
         wanted, now = self.trace_dir / "outage-wanted", self.trace_dir / "outage-now"
         wanted.touch()
-        deadline = time.monotonic() + 4.0
+        deadline = time.monotonic() + TAIL_WAIT
         while time.monotonic() < deadline and not now.exists():
             time.sleep(0.02)
         try:
@@ -785,40 +852,35 @@ class ChaosRun:
             event.detail = f"{job['name']} frozen inside once() for {fault.duration:.1f}s"
 
     def _replica_fault(self, fault: Fault, event: Event) -> None:
-        slot = self.slots[fault.target]
-        with slot.lock:
-            slot.held = True
-            try:
-                replica = slot.replica
-                assert replica is not None
-                event.target = slot.agent_id
-                if fault.kind == "sigstop":
-                    replica.signal(signal.SIGSTOP)
-                    time.sleep(fault.duration)
-                    replica.signal(signal.SIGCONT)
-                    event.detail = f"paused {fault.duration:.1f}s"
-                    return
-                graceful = fault.kind == "sigterm" or (fault.kind == "new_id" and fault.value)
-                self._bring_down(slot, graceful, event)
+        with self.lanes.holding(fault.target) as slot:
+            replica = slot.replica
+            assert replica is not None
+            event.target = slot.agent_id
+            if fault.kind == "sigstop":
+                replica.signal(signal.SIGSTOP)
                 time.sleep(fault.duration)
-                if fault.kind == "new_id":
-                    suffix = chr(ord("a") + len(slot.ids))
-                    slot.agent_id = f"{slot.name}{suffix}"
-                    slot.ids.append(slot.agent_id)
-                    slot.incarnation = 0
-                    event.detail += f", back as {slot.agent_id}"
-                self._launch(slot)
-            finally:
-                slot.held = False
+                replica.signal(signal.SIGCONT)
+                event.detail = f"paused {fault.duration:.1f}s"
+                return
+            graceful = fault.kind == "sigterm" or bool(fault.kind == "new_id" and fault.value)
+            self.bring_down(slot, graceful, event)
+            time.sleep(fault.duration)
+            if fault.kind == "new_id":
+                suffix = chr(ord("a") + len(slot.ids))
+                slot.agent_id = f"{slot.name}{suffix}"
+                slot.ids.append(slot.agent_id)
+                slot.incarnation = 0
+                event.detail += f", back as {slot.agent_id}"
+            self.launch(slot)
 
-    def _bring_down(self, slot: Slot, graceful: bool, event: Event) -> None:
+    def bring_down(self, slot: Slot, graceful: bool, event: Event) -> None:
         replica = slot.replica
         assert replica is not None
         if graceful:
             # SIGTERM is what a rolling update sends a started app; before the agent installed
             # its handler Python would just die, so wait (bounded) for the agent to be up.
             deadline = time.monotonic() + 15
-            while replica.alive and not self._started(slot) and time.monotonic() < deadline:
+            while replica.alive and not self.started(slot) and time.monotonic() < deadline:
                 time.sleep(0.05)
         if not replica.alive:
             event.detail = "already down"
@@ -882,7 +944,7 @@ class ChaosRun:
                             )
                         )
                     time.sleep(1.0)
-                    self._launch(slot)
+                    self.launch(slot)
                 finally:
                     slot.lock.release()
 
@@ -947,9 +1009,9 @@ class ChaosRun:
                     slot.replica.signal(signal.SIGCONT)
                 elif slot.replica is not None:
                     self._classify_exit(slot, slot.replica)
-                    self._launch(slot)
+                    self.launch(slot)
         deadline = time.monotonic() + 60
-        while not all(self._started(s) for s in self.slots.values()):
+        while not all(self.started(s) for s in self.slots.values()):
             if time.monotonic() > deadline:
                 self.violation("replicas did not all start again after the storm")
                 break
@@ -1102,8 +1164,12 @@ class ChaosRun:
         ledger = self.query("SELECT job, fire_time, entity, agent, attempt FROM public.ledger")
         starts = self.query("SELECT job, fire_time, agent, attempt, at FROM public.starts")
         audit = self.query("SELECT seq, op, tx, actor, old, new FROM public.run_audit ORDER BY seq")
-        checker = Checker(self.jobs, self.active_since, cutoff, schedules)
-        found = checker.check(runs, receipts, ledger, starts, audit)
+        attempts = self.query(
+            "SELECT job_name, fire_time, attempt, run_id, claimed_by, outcome, error "
+            "FROM claimsched.job_attempts"
+        )
+        checker = Checker(self.jobs, self.active_since, cutoff, schedules, self.recovery.log)
+        found = checker.check(runs, receipts, ledger, starts, audit, attempts)
         for outcome, n in self.query(
             "SELECT outcome, count(*) FROM claimsched.job_attempts GROUP BY outcome"
         ):
@@ -1118,7 +1184,8 @@ class ChaosRun:
         if self.violations or os.environ.get("CHAOS_DUMP"):
             self._dump()
         logs = "\n".join(p.read_text(errors="replace") for p in self.folder.glob("*.log"))
-        executed = Counter(e.kind for e in self.events if e.kind in ALL_KINDS)
+        executed = Counter(e.kind for e in self.events if e.kind in ALL_KINDS and e.happened)
+        missed = Counter(e.kind for e in self.events if not e.happened)
         (deadlocks,) = self.query(
             "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
         )[0]
@@ -1156,6 +1223,8 @@ class ChaosRun:
             "database": "patroni: 2 nodes, synchronous_mode_strict" if self.cfg.ha
             else "one server",
             "fault_counts": {k: executed.get(k, 0) for k in ALL_KINDS if k in self.cfg.kinds},
+            # faults that found nothing to act on in time (no reclaimed or backfilled run)
+            "faults_missed": dict(missed),
             "max_concurrent_faults": _max_overlap(self.events),
             "occurrences_checked": checker.stats["expected"],
             **{k: v for k, v in checker.stats.items() if k != "expected"},
@@ -1178,6 +1247,16 @@ class ChaosRun:
 
 
 VIOLATION_KINDS = {
+    # recovery_checks.py (their lines name attempts: before the patterns below)
+    "while the whole fleet was down (": "harness failure",
+    "while the whole fleet was down and": "Latest did not run the newest missed occurrence",
+    "without a job_attempts row": "superseded attempt not kept",
+    "was kept as": "superseded attempt kept wrong",
+    "kept, but no later attempt": "superseded attempt of a run not superseded",
+    "never finished by a later attempt": "fenced-out attempt never finished",
+    "was superseded as": "paused or killed attempt superseded wrong",
+    "neither superseded nor finished": "paused or killed attempt left behind",
+    "do not allow": "skipped against its policies",
     "in progress at once": "Forbid runs in progress at once",
     "at work at once": "Forbid handlers at work at once",
     "whose handler failed": "done though its handler failed",
@@ -1252,7 +1331,7 @@ def expected_fire_times(period: int, active_since: datetime, cutoff: datetime) -
 def _max_overlap(events: list[Event]) -> int:
     edges = []
     for e in events:
-        if e.kind in ALL_KINDS and e.kind != "skew" and e.end is not None:
+        if e.kind in ALL_KINDS and e.kind != "skew" and e.end is not None and e.happened:
             edges += [(e.at, 1), (e.end, -1)]
     level = peak = 0
     for _, step in sorted(edges, key=lambda x: (x[0], x[1])):
@@ -1270,11 +1349,14 @@ class Checker:
         active_since: dict[str, datetime],
         cutoff: dict[str, datetime],
         schedules: dict[str, tuple[Any, ...]],
+        recovery: RecoveryLog | None = None,
     ) -> None:
         self.jobs = {j["name"]: j for j in jobs}
         self.active_since = active_since
         self.cutoff = cutoff
         self.schedules = schedules
+        self.recovery = recovery or RecoveryLog()
+        self.superseded: list[Superseded] = []  # attempts reclaims took over (audit trail)
         self.stats: Counter[str] = Counter()
         self.found: list[str] = []
 
@@ -1290,6 +1372,7 @@ class Checker:
         ledger: list[tuple[Any, ...]],
         starts: list[tuple[Any, ...]],
         audit: list[tuple[Any, ...]],
+        attempts: Sequence[tuple[Any, ...]] = (),
     ) -> list[str]:
         by_key = {(r[1], r[2]): r for r in runs}
         grants = self._audit(audit)
@@ -1297,6 +1380,7 @@ class Checker:
         self._expected(by_key)
         self._effects(by_key, receipts, ledger, grants)
         self._starts(by_key, starts, grants)
+        self._recovery(runs, attempts, starts)
         self.stats["rows"] = len(runs)
         self.stats["receipts"] = len(receipts)
         self.stats["ledger_rows"] = len(ledger)
@@ -1377,6 +1461,10 @@ class Checker:
                 )
             grants.add((*key, new["attempt"], new["claimed_by"]))
             self.stats["reclaims" if old["status"] == "orphaned" else "retries_or_requests"] += 1
+            if old["status"] in ("orphaned", "failed"):
+                self.superseded.append(
+                    (*key, old["attempt"], old["claimed_by"], old["status"], old["error"])
+                )
         elif new["claimed_by"] != old["claimed_by"]:
             self.fail(f"run {key} changed owner without a new fencing token: {_diff(old, new)}")
         if new["status"] == "orphaned" and old["status"] != "orphaned":
@@ -1429,6 +1517,19 @@ class Checker:
                     )
                 else:
                     self.stats["failed_after_max_attempts"] += 1
+
+    # superseded attempts kept and finished; what the recovery faults left (recovery_checks.py)
+    def _recovery(
+        self,
+        runs: list[tuple[Any, ...]],
+        attempts: Sequence[tuple[Any, ...]],
+        starts: list[tuple[Any, ...]],
+    ) -> None:
+        max_attempts = {job: row[1] for job, row in self.schedules.items()}
+        checks = RecoveryChecks(self.jobs, max_attempts, runs)
+        for text in checks.run(list(attempts), self.superseded, self.recovery, starts):
+            self.fail(text)
+        self.stats.update(checks.stats)
 
     # every expected occurrence inside the catch-up window ran or is accounted for
     def _expected(self, by_key: dict[tuple[str, datetime], tuple[Any, ...]]) -> None:
@@ -1515,14 +1616,6 @@ class Checker:
         self.stats["occurrences_run_more_than_once"] = sum(1 for n in reruns.values() if n > 1)
 
 
-def fenced_out(error: str) -> bool:
-    """Whether a run's error says its attempt lost the lease (a refused receipt, the app's own
-    "lease lost" stop, or a give-back): not the job's failure, so never its final outcome
-    while attempts remain."""
-    text = error.lower()
-    return "leaselost" in text or "lease lost" in text or text.startswith("fenced out")
-
-
 def _key(row: dict[str, Any]) -> tuple[str, datetime]:
     return row["job_name"], datetime.fromisoformat(row["fire_time"])
 
@@ -1555,6 +1648,12 @@ def summary(report: dict[str, Any]) -> str:
         f"occurrences checked, {report.get('rows', 0)} rows, "
         f"{len(report['violations'])} violation(s), {report['elapsed_seconds']}s",
     ]
+    superseded = {k.removeprefix("superseded_"): v for k, v in report.items()
+                  if k.startswith("superseded_")}
+    if superseded:
+        lines.append(f"  superseded attempts by outcome: {superseded}")
+    if report.get("faults_missed"):
+        lines.append(f"  faults that found nothing to act on: {report['faults_missed']}")
     if report["violations"]:
         lines.append(f"  kinds: {report['violation_kinds']}")
     for violation in report["violations"][:30]:

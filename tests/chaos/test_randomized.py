@@ -1,10 +1,12 @@
 """Random, overlapping faults from seeded schedules: the guarantees hold on every seed.
 
 The CI profile: R=5 replicas, J=20 jobs, 22 s of faults per seed, five fixed seeds (about
-40 s each), every fault kind but the long outage; and on a synchronous Patroni cluster one seed,
-R=3 J=8 for 40 s, whose faults include a SIGKILL of the leader (a failover) and a partition
-(about 100 s). CHAOS_SEEDS=1,2,3 replays other seeds; a failure prints its seed, the faults, each
-violated invariant and the command that replays it. The soak profile is bench/soak.py.
+40 s each), every fault kind but the long outage (the recovery faults too: the owner of a
+reclaimed run paused past its lease, a backfill's worker killed, the whole fleet down); and on a
+synchronous Patroni cluster one seed, R=3 J=8 for 40 s, whose faults include a SIGKILL of the
+leader (a failover) and a partition (about 100 s). CHAOS_SEEDS=1,2,3 replays other seeds; a
+failure prints its seed, the faults, each violated invariant and the command that replays it.
+The soak profile is bench/soak.py.
 """
 
 from __future__ import annotations
@@ -19,23 +21,28 @@ from typing import Any
 
 import psycopg
 import pytest
+from bench.chaos.faults import FLEET
+from bench.chaos.recovery import FLEET_DOWN, KILL_BACKFILLER, PAUSE_RECLAIMER, work_seconds
+from bench.chaos.recovery_checks import FORBID_BUSY, RecoveryLog
 from bench.chaos.storm import (
     FAILOVER,
     FAULT_KINDS,
     HA_KINDS,
     PARTITION,
     PG_FAULTS,
-    REPLICA_FAULTS,
+    WATCHING,
     ChaosConfig,
     ChaosRun,
     Checker,
     lapse_partition,
     main,
+    outage,
     plan,
     run_seed,
     summary,
 )
 
+from claimsched.claims import MISSED_LATEST, MISSED_NONE
 from claimsched.db import Store
 from claimsched.records import Completion
 from claimsched.specs import job_spec
@@ -50,7 +57,7 @@ CI_KINDS = tuple(k for k in FAULT_KINDS if k != "long_outage")
 
 
 # Its plan SIGKILLs the leader mid-storm and partitions a replica (see the plan test below).
-HA_SEED = 3
+HA_SEED = 76
 
 
 def ci_config(seed: int) -> ChaosConfig:
@@ -107,12 +114,44 @@ def test_a_seed_always_gives_the_same_storm_and_the_storm_is_sane(seed: int) -> 
     assert {j["concurrency_policy"] for j in jobs} == {"Forbid", "Allow"}
     pg = sorted((f.at, f.at + f.duration) for f in faults if f.kind in PG_FAULTS)
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(pg)), "one Postgres fault at once"
-    for slot in {f.target for f in faults if f.kind in REPLICA_FAULTS}:
-        mine = sorted(
-            (f.at, f.at + f.duration) for f in faults if f.target == slot and f.kind != "skew"
-        )
-        assert all(a[1] <= b[0] for a, b in itertools.pairwise(mine))
     assert all(-300 <= f.value <= 300 for f in faults if f.kind == "skew")
+    _lanes_are_sane(faults, [f"r{i}" for i in range(5)])
+
+
+def _lanes_are_sane(faults: list[Any], slots: list[str]) -> None:
+    """Each replica lane holds one fault at a time, and one lane at least is free at every
+    instant but while the whole fleet is down."""
+    held = [f for f in faults if f.until > f.at and f.target in (*slots, FLEET)]
+    for slot in slots:
+        mine = sorted((f.at, f.until) for f in held if f.target in (slot, FLEET))
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(mine)), slot
+    for instant in sorted({f.at for f in held}):
+        now = [f for f in held if f.at <= instant < f.until]
+        assert len(now) < len(slots) or [f.target for f in now] == [FLEET], instant
+
+
+def test_the_recovery_faults_are_planned_as_their_checks_expect() -> None:
+    window = job_spec(job_name="j", schedule="@every 1s", source="cli").catch_up_window_seconds
+    for seed in [*CI_SEEDS, 1, 2, 3, 4, 5, 6, 7, 8]:
+        jobs, faults = _plan(seed)
+        periods = [j["period"] for j in jobs]
+        by_name = {j["name"]: j for j in jobs}
+        outages = [outage(f.kind, f.at, f.duration) for f in faults if f.kind in PG_FAULTS]
+        for fault in faults:
+            if fault.kind == PAUSE_RECLAIMER:  # some second attempt is nearly always running
+                assert any(j["name"].endswith("retried-allow") for j in jobs)
+            if fault.kind == FLEET_DOWN:  # every job misses one occurrence at least
+                assert fault.target == FLEET and max(periods) < fault.duration < window / 100
+                assert 0 < fault.value < 2**5 - 1, "SIGKILL for some, SIGTERM for others"
+            if fault.kind == KILL_BACKFILLER:  # a first attempt long enough to be killed at work
+                job = by_name[fault.job]
+                assert work_seconds(job) >= 1.0 and not job.get("fail_every")
+            if fault.kind in WATCHING:  # job_runs is readable while they wait
+                watch = fault.at + WATCHING[fault.kind]
+                assert not any(a < watch and fault.at < b for a, b in outages)
+        ranges = [(f.job, f.value) for f in faults if f.kind == KILL_BACKFILLER]
+        assert len(ranges) == len(set(ranges)), "each backfill queues occurrences of its own"
+        assert all(value > 8 + 2 for _, value in ranges), "older than the backfill fault's"
 
 
 def test_the_ci_seeds_plan_every_kind_of_fault() -> None:
@@ -134,6 +173,7 @@ def test_an_ha_storm_fails_over_the_database_and_partitions_replicas_past_every_
             assert fault.target == "postgres" and fault.value in (0, 1)
         if fault.kind == PARTITION:
             assert fault.target.startswith("r") and fault.duration > lease_max
+    _lanes_are_sane(faults, ["r0", "r1", "r2"])
     if seed == HA_SEED:
         assert kinds == set(HA_KINDS)
         assert [f.value for f in faults if f.kind == FAILOVER] == [1]  # a SIGKILL
@@ -186,6 +226,8 @@ class History:
         self.receipts: list[tuple[Any, ...]] = []
         self.ledger: list[tuple[Any, ...]] = []
         self.starts: list[tuple[Any, ...]] = []
+        self.attempts: list[tuple[Any, ...]] = []  # job_attempts
+        self.recovery = RecoveryLog()
         for second in (1, 2, 3):
             self.occurrence(second)
 
@@ -202,6 +244,7 @@ class History:
             self.event("UPDATE", claimed, orphan)
             claimed = {**orphan, "status": "running", "attempt": 2, "claimed_by": "r1"}
             self.event("UPDATE", orphan, claimed)
+            self.attempts.append(("j", fire, 1, rid, "r0", "orphaned", None))
             self.starts.append(("j", fire, "r0", 1, fire))
             attempt, owner = 2, "r1"
         self.event("UPDATE", claimed, {**claimed, "status": "done"})
@@ -214,9 +257,23 @@ class History:
 
     def check(self, cutoff_second: int = 3) -> list[str]:
         checker = Checker(
-            [JOB], {"j": T0}, {"j": T0 + timedelta(seconds=cutoff_second)}, {"j": ("j", 5, True)}
+            [JOB],
+            {"j": T0},
+            {"j": T0 + timedelta(seconds=cutoff_second)},
+            {"j": ("j", 5, True)},
+            self.recovery,
         )
-        return checker.check(self.runs, self.receipts, self.ledger, self.starts, self.audit)
+        return checker.check(
+            self.runs, self.receipts, self.ledger, self.starts, self.audit, self.attempts
+        )
+
+    def replace_run(self, second: int, **changes: Any) -> None:
+        """Change the final row of the occurrence at `second` (fields by column name)."""
+        columns = ("id", "job_name", "fire_time", "status", "attempt", "claimed_by",
+                   "lease_until", "finished_at", "error", "retry_at", "orphan_count", "expired")
+        index = next(i for i, r in enumerate(self.runs) if r[2] == T0 + timedelta(seconds=second))
+        row = dict(zip(columns, self.runs[index], strict=True))
+        self.runs[index] = tuple({**row, **changes}.values())
 
 
 def test_a_consistent_history_passes_every_check() -> None:
@@ -297,6 +354,67 @@ def test_every_check_catches_a_planted_violation(spoil: Any, expected: str) -> N
     spoil(history)
     found = history.check()
     assert any(expected in line for line in found), found
+
+
+def _at(second: float) -> datetime:
+    return T0 + timedelta(seconds=second)
+
+
+def _fenced_out_failure(history: History) -> None:
+    """Attempt 1 of the occurrence at 9 s fenced out, attempt 2 failed as fenced out too."""
+    error = "fenced out (claimed by r1, attempt 2): LeaseLost"
+    history.runs.append((9, "j", _at(9), "failed", 2, "r1", None, _at(10), error, None, 1, True))
+    history.attempts.append(("j", _at(9), 1, 9, "r0", "fenced_out", "fenced out (...)"))
+
+
+def _paused(history: History, outcome: str) -> None:
+    """The attempt that r0 held of the occurrence at 2 s was paused, and kept as `outcome`."""
+    history.recovery.paused.append(("j", _at(2), 1, "r0"))
+    history.attempts[0] = (*history.attempts[0][:5], outcome, None)
+
+
+def _fleet_down_skip(history: History) -> None:
+    """The fleet down from 2.5 s to 3.5 s; the occurrence at 3 s skipped as missed at 3.6 s,
+    when it was the newest one due."""
+    history.recovery.fleet_down.append((_at(2.5), _at(3.5)))
+    history.replace_run(3, status="skipped", error=MISSED_LATEST, finished_at=_at(3.6))
+
+
+@pytest.mark.parametrize(
+    ("spoil", "expected"),
+    [
+        (lambda h: h.attempts.clear(), "attempt 1 (r0, orphaned) was superseded without a job_"),
+        (lambda h: _paused(h, "fenced_out"), "was kept as fenced_out of r0, its row said orphaned"),
+        (lambda h: h.attempts.append(("j", _at(1), 1, 1, "r0", "orphaned", None)),
+         "kept, but no later attempt of its run"),
+        (_fenced_out_failure, "fenced_out attempt 1 of j @ 12:00:09 (r0) never finished by a"),
+        (lambda h: _paused(h, "failed"), "paused on r0, was superseded as failed"),
+        (lambda h: h.recovery.killed.append(("j", _at(3), 2, "r0")),
+         "attempt 2, killed on r0, was neither superseded nor finished"),
+        (lambda h: h.replace_run(3, status="skipped", error=MISSED_NONE),
+         "which its policies (Forbid, catchUpPolicy Latest) do not allow"),
+        (lambda h: h.replace_run(3, status="skipped", error=FORBID_BUSY.upper()),
+         "do not allow"),
+        (_fleet_down_skip, "fell while the whole fleet was down and was skipped as missed"),
+        (lambda h: h.recovery.fleet_down.append((_at(0.5), _at(1.5))),
+         "harness: r0 started j @ 12:00:01 attempt 1 at 12:00:01.000000, while the whole"),
+    ],
+)
+def test_every_recovery_check_catches_a_planted_violation(spoil: Any, expected: str) -> None:
+    history = History()
+    spoil(history)
+    found = history.check()
+    assert any(expected in line for line in found), found
+
+
+def test_a_paused_attempt_superseded_as_orphaned_and_a_fleet_down_caught_up_pass() -> None:
+    history = History()
+    _paused(history, "orphaned")
+    history.recovery.fleet_down.append((_at(1.5), _at(1.9)))  # no occurrence fell meanwhile
+    # skipped as missed at 2.5 s, when the occurrence at 2 s was due: Latest ran that one
+    history.runs.append((8, "j", _at(1.5), "skipped", 1, "r0", None, _at(2.5), MISSED_LATEST,
+                         None, 0, True))
+    assert history.check() == []
 
 
 # -- what the storm found, reduced to its smallest reproduction ------------------------------------
