@@ -31,7 +31,7 @@ from .db import (
     Store,
 )
 from .effects import Effects
-from .errors import ClaimschedError, ConfigurationError, DatabaseError
+from .errors import ClaimschedError, ConfigurationError, DatabaseAway, DatabaseError
 from .handlers import Handlers
 from .health import DatabaseHealth, retry_away, retry_conflicts
 from .heartbeat import Heartbeat
@@ -196,7 +196,7 @@ class Agent:
             metrics.require()
         # A database that is away (restarting, failing over) is waited for, as a pool would.
         retry_away(lambda: self.store.open(timeout=10.0), self.settings.start_timeout_seconds,
-                   self.log)
+                   self.log, self._stopping)
         self._listener = self.store.listener(self.agent_id)
         try:
             # LISTEN before the first schedule read: no change can slip in between.
@@ -301,7 +301,12 @@ class Agent:
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
-            self.start()
+            try:
+                self.start()
+            except DatabaseAway:
+                if self._stopping.is_set():  # told to stop while waiting for the database
+                    return 0
+                raise
             while not self._stopping.wait(1.0):
                 pass
         finally:

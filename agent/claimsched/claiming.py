@@ -94,7 +94,7 @@ class Claimer:
     # The last pass left work for want of a slot (or is still running): a freed slot wakes it.
     _starved: bool = field(init=False, default=True)
     _refreshed_at: float = field(init=False, default=0.0)  # monotonic
-    _sent: float = field(init=False, default=0.0)  # when the last claim left (time.time())
+    _sent: float = field(init=False, default=0.0)  # when the last claim left (monotonic)
     _shortest_lease: float | None = field(init=False, default=None)  # of the schedules read
 
     @property
@@ -206,7 +206,7 @@ class Claimer:
         if claimed is None:
             return 0.0  # stopping: the loop ends
         db_now, results = claimed
-        self.clock.observe(db_now, self._sent, time.time())
+        self.clock.observe(db_now, self._sent, time.monotonic())
         lost = 0
         for result in results:
             if result.outcome in LOST:
@@ -262,7 +262,7 @@ class Claimer:
     def _sending(self) -> bool:
         """`_claiming`, asked with a connection at hand: the claim leaves now (the clock's
         sample starts here, not before a wait for a connection)."""
-        self._sent = time.time()
+        self._sent = time.monotonic()
         return self._claiming()
 
     def _satisfied(self) -> float:

@@ -30,10 +30,12 @@ def retry_conflicts(step: Callable[[], T], tries: int = CONFLICT_TRIES) -> T:
     raise AssertionError("unreachable")
 
 
-def retry_away(step: Callable[[], T], give_up_after: float, log: AgentLog) -> T:
+def retry_away(step: Callable[[], T], give_up_after: float, log: AgentLog,
+               stopping: threading.Event | None = None) -> T:
     """Run `step` until the database answers: while it is away (DatabaseAway: down, restarting,
     failing over), try again with a doubling pause (0.5 s up to 8 s) for `give_up_after` seconds,
-    then let the last error out. Any other error (a wrong DSN, a refused password) at once."""
+    or until `stopping` is set, then let the last error out. Any other error (a wrong DSN, a
+    refused password) at once."""
     deadline = time.monotonic() + give_up_after
     pause = 0.5
     while True:
@@ -41,11 +43,14 @@ def retry_away(step: Callable[[], T], give_up_after: float, log: AgentLog) -> T:
             return step()
         except DatabaseAway as exc:
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or (stopping is not None and stopping.is_set()):
                 raise
             log.warning("%s; trying again in %.1f s", exc, min(pause, left),
                         extra={"action": "connect"})
-            time.sleep(min(pause, left))
+            if stopping is None:
+                time.sleep(min(pause, left))
+            elif stopping.wait(min(pause, left)):
+                raise
             pause = min(pause * 2, 8.0)
 
 

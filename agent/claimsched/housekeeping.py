@@ -114,13 +114,12 @@ class Housekeeper:
 
     def _sweep(self, listed: bool) -> None:
         told = self._told
-        self._swept_at = time.monotonic()
-        sent = time.time()
+        self._swept_at = sent = time.monotonic()
         found = self.sweep(listed)
         arrived = time.monotonic()
         self._listed = found.present
         self.on_peers(found.peers)
-        self.clock.observe(found.db_now, sent, time.time())
+        self.clock.observe(found.db_now, sent, arrived)
         self._expiry = None if found.next_expiry is None else (
             arrived + (found.next_expiry - found.db_now).total_seconds() + _margin())
         with self._lock:

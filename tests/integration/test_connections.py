@@ -269,3 +269,35 @@ def test_an_agent_started_while_its_database_is_away_waits_for_it_and_then_start
         starter.join(timeout=10)
         pg.stop()
         pg.destroy()
+
+
+def test_a_store_whose_first_pool_fill_timed_out_opens_once_the_database_is_back(
+    dsn: str,
+) -> None:
+    """The database went away between the direct first connection and the pool's first fill:
+    psycopg_pool closes a pool whose first fill timed out, for good. The agent's start retries
+    Store.open while the database is away; each retry must have a pool it can open."""
+    from bench.ha.blackhole import Blackhole
+    from psycopg.conninfo import conninfo_to_dict
+
+    from claimsched.errors import DatabaseAway
+
+    proxy = Blackhole(int(conninfo_to_dict(dsn)["port"]))
+    store = Store(make_conninfo(dsn, port=str(proxy.port)), max_size=2)
+    try:
+        first_pool = store.pool
+        fill = first_pool.open
+
+        def fill_during_an_outage(*args: object, **kwargs: object) -> None:
+            proxy.blackhole()  # after the direct connection, before the pool's
+            fill(*args, **kwargs)  # type: ignore[arg-type]
+
+        first_pool.open = fill_during_an_outage  # type: ignore[method-assign]
+        with pytest.raises(DatabaseAway):
+            store.open(timeout=1.0)
+        proxy.restore()
+        store.open(timeout=5.0)  # the database is back
+        assert store.db_now() is not None and store.pool is not first_pool
+    finally:
+        store.close()
+        proxy.close()

@@ -463,3 +463,25 @@ def test_a_step_that_loses_a_deadlock_is_run_again_and_a_persistent_one_is_repor
 
     with pytest.raises(DatabaseConflict):
         retry_conflicts(always, tries=2)
+
+
+def test_waiting_at_start_for_a_database_that_is_away_ends_when_the_agent_is_told_to_stop(
+) -> None:
+    """SIGTERM while the agent waits for its database at start: it stops waiting (the wait
+    would otherwise last start_timeout_seconds, past a kubelet's grace)."""
+    from claimsched.errors import DatabaseAway
+    from claimsched.health import retry_away
+
+    stopping = threading.Event()
+    tries: list[float] = []
+
+    def away() -> None:
+        tries.append(time.monotonic())
+        if len(tries) == 2:
+            stopping.set()
+        raise DatabaseAway("cannot reach the database")
+
+    began = time.monotonic()
+    with pytest.raises(DatabaseAway):
+        retry_away(away, 60.0, LOG, stopping)
+    assert len(tries) == 2 and time.monotonic() - began < 5.0

@@ -110,13 +110,18 @@ class Store:
         self.pooling: Pooling = "direct"
         self.identity = IdentityWatch()
         self._own_pool = pool is None
-        self.pool = pool or make_pool(self.dsn, self.options, self._configure, max_size, name)
+        self._pool_size, self._pool_name = max_size, name
+        self.pool = pool or self._new_pool()
         self._opened = not self._own_pool
         self._give_up_at: float | None = None
         self.receipts = Receipts(self.connection, schema)
 
     def __repr__(self) -> str:
         return f"Store({redact_dsn(self.dsn)!r}, schema={self.schema!r})"
+
+    def _new_pool(self) -> psycopg_pool.ConnectionPool[Any]:
+        return make_pool(self.dsn, self.options, self._configure, self._pool_size,
+                         self._pool_name)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -135,7 +140,14 @@ class Store:
                     pooling_note(self.pooling, bool(self.listen_dsn), self.poll_seconds),
                     extra={"action": "connect"},
                 )
-                self.pool.open(wait=True, timeout=timeout)
+                try:
+                    self.pool.open(wait=True, timeout=timeout)
+                except BaseException:
+                    # psycopg_pool closes a pool whose first fill timed out, for good: the next
+                    # open() (a retry while the database is away) needs a new one.
+                    self.pool.close(timeout=0)
+                    self.pool = self._new_pool()
+                    raise
                 self._opened = True
             with self.pool.connection(timeout=timeout) as conn:
                 conn.execute(query("db_now"))
