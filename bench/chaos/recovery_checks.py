@@ -18,6 +18,9 @@ left behind, over what the database holds at the end.
   meanwhile was caught up per catchUpPolicy: All ran every occurrence (a Forbid job may skip
   one that came while it was busy), Latest ran the newest one it missed: an occurrence it
   skipped as missed has a newer one that was due when it was skipped.
+- At any time: an occurrence skipped as missed (catchUpPolicy Latest) had a newer one due when
+  it was skipped (a replica whose clock estimate ran ahead skipped on-time ones), unless it has
+  no newer one at all (its newer ones fell after the schedules were disabled, at the end).
 """
 
 from __future__ import annotations
@@ -182,7 +185,13 @@ class RecoveryChecks:
                 )
             self.stats["skipped_as_missed" if reason.startswith("missed") else
                         "skipped_busy" if reason.startswith(FORBID_BUSY) else "skipped_other"] += 1
-        self.stats["missed_skips_with_no_newer_due"] = len(self._missed_without_newer(None))
+        for job, fire, skipped, newer in self._missed_without_newer(None):
+            if newer:  # the next occurrence came after the skip: on time, skipped as missed
+                self.found.append(
+                    f"{job} @ {fire:%H:%M:%S} skipped as missed at {skipped:%H:%M:%S.%f}, when "
+                    "no newer occurrence was due: catchUpPolicy Latest runs the newest one")
+            else:  # its newer ones fell after the schedules were disabled at the end
+                self.stats["missed_skips_before_the_end"] += 1
 
     def _policies(self, job: str) -> tuple[str, str]:
         """concurrencyPolicy and catchUpPolicy, the product's defaults if the job has none."""
@@ -191,9 +200,10 @@ class RecoveryChecks:
 
     def _missed_without_newer(
         self, window: tuple[datetime, datetime] | None
-    ) -> list[tuple[str, datetime, datetime]]:
+    ) -> list[tuple[str, datetime, datetime, bool]]:
         """Occurrences of Latest jobs skipped as missed (inside `window`, if any) while no newer
-        occurrence of the job was due: (job, fire time, when it was skipped)."""
+        occurrence of the job was due: (job, fire time, when it was skipped, whether the job
+        has a newer occurrence at all)."""
         fires: dict[str, list[datetime]] = defaultdict(list)
         for job, fire in self.by_key:
             fires[job].append(fire)
@@ -205,7 +215,7 @@ class RecoveryChecks:
                 continue
             newer = [f for f in fires[job] if f > fire]
             if not newer or min(newer) > row[7] + CLOCK_SLACK:
-                found.append((job, fire, row[7]))
+                found.append((job, fire, row[7], bool(newer)))
         return found
 
     # what fell while the whole fleet was down was caught up per catchUpPolicy
@@ -221,7 +231,7 @@ class RecoveryChecks:
             if low < fire <= high:
                 self.stats["fleet_down_occurrences"] += 1
                 self.stats[f"fleet_down_{self._policies(job)[1]}_{row[3]}"] += 1
-        for job, fire, skipped in self._missed_without_newer((low, high)):
+        for job, fire, skipped, _ in self._missed_without_newer((low, high)):
             self.found.append(
                 f"{job} @ {fire:%H:%M:%S} fell while the whole fleet was down and was skipped as "
                 f"missed at {skipped:%H:%M:%S.%f}, when no newer occurrence was due: catchUpPolicy "
