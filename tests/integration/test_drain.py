@@ -182,8 +182,15 @@ def test_a_forbid_jobs_lone_request_looks_once_more_when_it_ends_and_then_stops(
     reclaims = _reclaims_of(agent)
     agent.start()
     store.request_runs("report", [store.db_now()], "manual")
-    wait_for(lambda: reclaims == [0, 1, 0], what="the start's look, the request's, one more",
-             log=lambda: f"reclaims: {reclaims}")
-    assert statuses(dsn, "report") == ["done"]
+
+    def looked_again() -> list[int] | None:
+        """After the look that took the request, one that found nothing (a housekeeping sweep
+        that raced with the request may have looked once more: not counted)."""
+        taken = reclaims.index(1) if 1 in reclaims else None
+        done = statuses(dsn, "report") == ["done"]
+        return list(reclaims) if done and taken is not None and 0 in reclaims[taken:] else None
+
+    seen = wait_for(looked_again, what="the request's look, then one more",
+                    log=lambda: f"reclaims: {reclaims}")
     time.sleep(1.0)  # the quiet being checked: nothing more may happen
-    assert reclaims == [0, 1, 0]
+    assert reclaims == seen and len(seen) <= 4, seen

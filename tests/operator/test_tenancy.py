@@ -310,3 +310,83 @@ def test_a_team_can_neither_rewrite_nor_stop_another_teams_agent_and_lists_only_
         assert ran.wait(15), "team A's agent never took the manual run of its job"
     wait_for(lambda: run_sql(dsn, "SELECT status, claimed_by FROM job_runs") == [
         ("done", "team-a-0")], "the manual run done by team A's agent")
+
+
+def test_a_team_reads_only_its_own_jobs_rows_with_its_roles_and_in_the_web_view(
+        dsn: str, store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    """Team B's agent role and its team role (`claimsched roles --team-role`: the CLI and the
+    web view) see team B's schedules, runs, receipts and agents only; team A's job is as
+    unknown to them: neither listed, triggered nor suspended."""
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+    from pathlib import Path
+
+    from claimsched.tools.postgres import free_port
+
+    suffix = f"{os.getpid()}_{next(_counter)}"
+    made: dict[str, str] = {}
+    for namespace, job in JOBS.items():
+        agent_role = f"{namespace.replace('-', '_')}_agent_{suffix}"
+        team_role = f"{namespace.replace('-', '_')}_people_{suffix}"
+        assert claimsched(["roles", "--agent-role", agent_role, "--operator-role",
+                           f"tenancy_operator_{suffix}", "--jobs", job, "--team-role",
+                           team_role, "--dsn", dsn]) == 0
+        for role in (agent_role, team_role):
+            password = secrets.token_hex(12)
+            run_sql(dsn, sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(role),
+                                                                     sql.Literal(password)))
+            made[role] = psycopg.conninfo.make_conninfo(dsn, user=role, password=password)
+    b_agent, b_people = (made[f"team_b_{kind}_{suffix}"] for kind in ("agent", "people"))
+    for job, namespace in (("billing", TEAM_A), ("reports", TEAM_B)):
+        store.upsert_schedule(JobSpec(job_name=job, schedule="@yearly", source="operator",
+                                      owner=f"{namespace}/{job}"))
+        store.request_runs(job, [datetime.now(UTC) - timedelta(seconds=5)], "manual")
+        (lease,) = store.reclaim(f"{namespace}-0", [job], 1)
+        store.receipts.record(f"{namespace}-0", lease, "sent")
+        store.complete(f"{namespace}-0", [Completion(lease, "done")])
+        store.housekeeping(f"{namespace}-0", [job], {
+            "hostname": "h", "pod": None, "namespace": namespace, "version": "t",
+            "ttl_seconds": 60, "tzdata": "t"})
+    try:
+        for login in (b_agent, b_people):
+            assert run_sql(login, "SELECT job_name FROM job_schedule") == [("reports",)]
+            assert run_sql(login, "SELECT DISTINCT job_name FROM job_runs") == [("reports",)]
+        assert run_sql(b_people, "SELECT DISTINCT job_name FROM job_effects") == [("reports",)]
+        assert run_sql(b_people, "SELECT agent_id FROM agents") == [("team-b-0",)]
+        capsys.readouterr()
+        assert claimsched(["runs", "--json", "--dsn", b_people]) == 0
+        assert {r["job_name"] for r in json.loads(capsys.readouterr().out)} == {"reports"}
+        assert claimsched(["trigger", "billing", "--dsn", b_people]) != 0
+        assert claimsched(["suspend", "billing", "--dsn", b_people]) != 0
+        assert run_sql(dsn, "SELECT count(*), bool_and(enabled) FROM job_runs r JOIN"
+                            " job_schedule s USING (job_name) WHERE job_name = 'billing'") \
+            == [(1, True)]
+
+        port = free_port()
+        web = subprocess.Popen(
+            [str(Path(sys.executable).with_name("claimsched")), "web", "--dsn", b_people,
+             "--bind", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        try:
+            def listening() -> bool:
+                try:
+                    socket.create_connection(("127.0.0.1", port), 0.5).close()
+                except OSError:
+                    return False
+                return True
+
+            wait_for(listening, "claimsched web to listen")
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/schedules") as answer:
+                shown = json.loads(answer.read())
+            page = urllib.request.urlopen(f"http://127.0.0.1:{port}/").read().decode()
+        finally:
+            web.terminate()
+            web.wait(10)
+        assert [s["job"] for s in shown["schedules"]] == ["reports"], shown
+        assert "reports" in page and "billing" not in page
+    finally:
+        for role in [*made, f"tenancy_operator_{suffix}"]:
+            run_sql(dsn, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            run_sql(dsn, sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))

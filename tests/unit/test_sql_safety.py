@@ -24,7 +24,7 @@ SOURCES = [REPO / "agent" / "claimsched", REPO / "operator" / "claimsched_operat
 EXECUTORS = {"execute", "executemany", "copy", "stream"}
 # statements read from the packaged, reviewed .sql files (functions_sql and roles_sql fill in
 # quoted identifiers and literals only: sql.SQL(file).format(Identifier(...), Literal(...)))
-SAFE_CALLS = {"query", "functions_sql", "roles_sql"}
+SAFE_CALLS = {"query", "functions_sql", "policies_sql", "roles_sql"}
 SAFE_ITERATORS = {"migration_files"}  # (version, file name, SQL text) of packaged migrations
 COMPOSABLES = {"SQL", "Identifier", "Literal", "Placeholder", "Composed"}
 

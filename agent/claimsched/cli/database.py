@@ -45,7 +45,8 @@ def roles(args: argparse.Namespace) -> int:
     scoped = args.all_jobs or args.jobs or args.jobs_like
     names = Roles(agent=args.agent_role, operator=args.operator_role,
                   jobs=tuple(args.jobs or ()) if scoped else None,
-                  jobs_like=tuple(args.jobs_like or ()) if scoped else None)
+                  jobs_like=tuple(args.jobs_like or ()) if scoped else None,
+                  team=args.team_role)
     store = open_store(args)
     try:
         store.grant_roles(names)
@@ -53,12 +54,16 @@ def roles(args: argparse.Namespace) -> int:
     finally:
         store.close()
     summary = {"agent_role": names.agent, "operator_role": names.operator, "schema": args.schema,
-               "agent_scope": names.patterns if scoped else None, "agent_jobs": matching}
+               "agent_scope": names.patterns if scoped else None, "agent_jobs": matching,
+               "team_role": names.team}
     if args.json:
         print(json.dumps(summary))
         return 0
     print(f"roles {names.agent} (agents) and {names.operator} (operator, CLI) can use schema "
           f"{args.schema}; give each a password with ALTER ROLE ... PASSWORD")
+    if names.team:
+        print(f"{names.team} (a team's CLI and web view) reads, triggers, suspends and applies "
+              f"the jobs of {names.agent}'s scope only")
     if matching is None:
         print(f"{names.agent} acts for every job")
     else:
@@ -97,6 +102,10 @@ def register(add: Add) -> None:
                          help="and the jobs whose names match this LIKE pattern ('team-a-%%': "
                               "'%%' any characters, '_' any one character, '\\' escapes; "
                               "repeatable)")
+    command.add_argument("--team-role", metavar="NAME",
+                         help="also a role for the team's people and tools (the CLI, `claimsched "
+                              "web`): the operator role's rights on the jobs of this scope only "
+                              "(needs --jobs or --jobs-like)")
     command.add_argument("--all-jobs", action="store_true",
                          help="the agent role acts for every job again (the default of a new "
                               "role)")

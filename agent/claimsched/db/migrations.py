@@ -11,7 +11,7 @@ from psycopg import sql
 
 from ..errors import ConfigurationError, SchemaMismatch
 from .connection import search_path
-from .queries import functions_sql, migration_files, query
+from .queries import functions_sql, migration_files, policies_sql, query
 
 log = logging.getLogger("claimsched.migrations")
 
@@ -98,9 +98,11 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> list[int]:
 
 
 def apply_functions(conn: psycopg.Connection[Any], schema: str) -> None:
-    """(Re)create the functions agents and the operator write through (sql/functions.sql):
-    code, not schema, so every migrate applies the current ones."""
+    """(Re)create the functions agents and the operator write through (sql/functions.sql),
+    then the row-level security that scopes readers (sql/policies.sql): code, not schema, so
+    every migrate applies the current ones."""
     conn.execute(functions_sql(schema))
+    conn.execute(policies_sql(schema))
 
 
 def _month_start(moment: datetime, months_ahead: int = 0) -> datetime:

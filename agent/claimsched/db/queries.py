@@ -79,6 +79,11 @@ def functions_sql(schema: str) -> sql.Composed:
         schema=sql.Identifier(schema), schema_name=sql.Literal(schema), **SPEC_LISTS)
 
 
+def policies_sql(schema: str) -> sql.Composed:
+    """sql/policies.sql for `schema`: its name filled in."""
+    return sql.SQL(sql_text("policies.sql")).format(schema=sql.Identifier(schema))
+
+
 def migration_files() -> list[tuple[int, str, str]]:
     """(version, file name, SQL) of every migration, in order."""
     folder = resources.files("claimsched") / "sql" / "migrations"

@@ -4,7 +4,7 @@ privileges set to exactly what each one needs, in one transaction. Never a passw
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
@@ -24,22 +24,29 @@ _ROLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 class Roles:
     """The names of the two roles, and the agent role's scope: the jobs it may act for, by
     exact name (`jobs`) and by LIKE pattern (`jobs_like`: '%' any characters, '_' any one, '\'
-    escapes). Both None: leave its scope as it is; both empty: every job."""
+    escapes). Both None: leave its scope as it is; both empty: every job. `team`: a third role,
+    for a team's people and tools (the CLI, the web view): the operator role's rights, with the
+    agent role's scope."""
 
     agent: str = AGENT_ROLE
     operator: str = OPERATOR_ROLE
     jobs: tuple[str, ...] | None = None
     jobs_like: tuple[str, ...] | None = None
+    team: str | None = None
 
     def __post_init__(self) -> None:
-        for name in (self.agent, self.operator):
+        names = [self.agent, self.operator, *([self.team] if self.team else [])]
+        for name in names:
             if not _ROLE_NAME.match(name):
                 raise ConfigurationError(
                     f"role name {name!r}: letters, digits and '_', at most 63, not a digit first")
-        if self.agent == self.operator:
-            raise ConfigurationError("the agent and the operator need two different roles")
+        if len(set(names)) < len(names):
+            raise ConfigurationError("the agent, the operator and the team need different roles")
         if not all(job.strip() for job in (*(self.jobs or ()), *(self.jobs_like or ()))):
             raise ConfigurationError("a job name or pattern may not be empty")
+        if self.team and not self.patterns:
+            raise ConfigurationError("a team role needs the jobs of its scope (--jobs, "
+                                     "--jobs-like)")
 
     @property
     def patterns(self) -> list[str] | None:
@@ -78,6 +85,10 @@ def grant_roles(conn: psycopg.Connection[Any], schema: str, roles: Roles) -> Non
         patterns = roles.patterns
         if patterns is not None:
             conn.execute(query("replace_agent_scope"), {"role": roles.agent, "patterns": patterns})
+        if roles.team:  # the operator's rights, scoped as the agent role is
+            conn.execute(roles_sql(replace(roles, operator=roles.team, team=None), schema,
+                                   database))
+            conn.execute(query("replace_agent_scope"), {"role": roles.team, "patterns": patterns})
 
 
 def scoped_jobs(conn: psycopg.Connection[Any], schema: str, role: str) -> list[str] | None:

@@ -101,15 +101,26 @@ $$;
 -- LIKE patterns of its login role (session_user: inside these functions current_user is their
 -- owner) and of the roles it is a member of. The owner and its members (a superuser too) are
 -- never scoped. Read once per call, so an unscoped claim pays one look-up, never one per job.
--- Called by: cs_claim, cs_reclaim, cs_declare_schedule (no grant: nobody else).
+-- SECURITY DEFINER: the row-level security of sql/policies.sql calls it with a reader's rights,
+-- and it answers for the caller's own scope only (every role may call it: policies.sql).
+-- Called by: cs_claim, cs_reclaim, cs_declare_schedule, cs_housekeeping, the policies.
 CREATE OR REPLACE FUNCTION cs_agent_scope()
 RETURNS text[]
-LANGUAGE sql STABLE SET search_path = pg_catalog, {schema}, pg_temp AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
 SELECT CASE WHEN NOT pg_has_role(session_user, current_user, 'MEMBER') THEN
     (SELECT array_agg(s.job_pattern)  -- NULL for no row
      FROM agent_scopes s JOIN pg_roles r ON r.rolname = s.role
      WHERE pg_has_role(session_user, r.oid, 'MEMBER'))
 END
+$$;
+
+-- Whether job `p_job_name` is in the caller's scope (cs_agent_scope(): no scope, every job).
+-- Called by: cs_upsert_schedule, cs_request_runs, cs_trigger_run (no grant: nobody else).
+CREATE OR REPLACE FUNCTION cs_in_scope(p_job_name text)
+RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, {schema}, pg_temp AS $$
+SELECT v.scope IS NULL OR coalesce(p_job_name LIKE ANY (v.scope), false)
+FROM (SELECT {schema}.cs_agent_scope() AS scope) AS v
 $$;
 
 -- Whether the caller may write the presence row of an agent created by `p_login_role`
@@ -658,7 +669,8 @@ $$;
 -- own row (the spec_upserted list of db/queries.py: `claimsched suspend` / `resume` set it).
 -- `p_spec` holds the job_name and the spec columns by name (JobSpec.row()).
 -- `source`/`owner`: the row's owner before the statement (NULL: no row); `written` whether
--- the row changed, `created` whether it is new.
+-- the row changed, `created` whether it is new. A job outside the caller's scope (a scoped
+-- role's: cs_in_scope) is not written.
 -- Called by: the operator and the CLI (`claimsched roles`); agents declare through
 -- cs_declare_schedule.
 CREATE OR REPLACE FUNCTION cs_upsert_schedule(p_spec jsonb)
@@ -666,6 +678,12 @@ RETURNS TABLE (source text, owner text, written boolean, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
+IF NOT {schema}.cs_in_scope(p_spec ->> 'job_name') THEN  -- the row's owner, if any; no write
+    RETURN QUERY
+    SELECT s.source, s.owner, false, false
+    FROM (SELECT) AS one LEFT JOIN job_schedule s ON s.job_name = p_spec ->> 'job_name';
+    RETURN;
+END IF;
 RETURN QUERY
 WITH spec AS (
     SELECT * FROM jsonb_populate_record(NULL::job_schedule, p_spec)
@@ -689,28 +707,21 @@ END
 $$;
 
 -- An agent declares the schedules of its code: always as a code declaration (source 'code',
--- no owner), so it never takes over a row the operator or the CLI owns. A job outside the
--- caller's scope (cs_agent_scope()) is not written: the row's owner, if any, is returned.
+-- no owner), so it never takes over a row the operator or the CLI owns; nor a job outside its
+-- scope (cs_upsert_schedule).
 CREATE OR REPLACE FUNCTION cs_declare_schedule(p_spec jsonb)
 RETURNS TABLE (source text, owner text, written boolean, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
 #variable_conflict use_column
-DECLARE
-    v_scope text[] := {schema}.cs_agent_scope();
 BEGIN
-IF v_scope IS NOT NULL AND NOT coalesce(p_spec ->> 'job_name' LIKE ANY (v_scope), false) THEN
-    RETURN QUERY
-    SELECT s.source, s.owner, false, false
-    FROM (SELECT) AS one LEFT JOIN job_schedule s ON s.job_name = p_spec ->> 'job_name';
-    RETURN;
-END IF;
 RETURN QUERY
 SELECT * FROM {schema}.cs_upsert_schedule(
     p_spec || jsonb_build_object('source', 'code', 'owner', NULL::text));
 END
 $$;
 
--- A manual or backfill occurrence for an agent to pick up (pending, attempt 0).
+-- A manual or backfill occurrence for an agent to pick up (pending, attempt 0); none for a
+-- job outside the caller's scope.
 -- Called by: the operator and the CLI (`claimsched roles`).
 CREATE OR REPLACE FUNCTION cs_request_runs(p_job_name text, p_fire_times timestamptz[],
                                            p_kind text)
@@ -726,6 +737,7 @@ INSERT INTO job_runs (job_name, fire_time, kind, status, attempt)
 SELECT s.job_name, f.fire_time, p_kind, 'pending', 0
 FROM job_schedule s, unnest(p_fire_times) AS f(fire_time)
 WHERE s.job_name = p_job_name AND p_kind IN ('manual', 'backfill')
+  AND {schema}.cs_in_scope(p_job_name)
 ON CONFLICT (job_name, fire_time) DO NOTHING
 RETURNING job_runs.id, job_runs.fire_time;
 END
@@ -743,8 +755,9 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema
 #variable_conflict use_column
 BEGIN
 RETURN QUERY
-WITH job AS (
-    SELECT s.job_name FROM job_schedule s WHERE s.job_name = p_job_name
+WITH job AS (  -- a job outside the caller's scope is as unknown
+    SELECT s.job_name FROM job_schedule s
+    WHERE s.job_name = p_job_name AND {schema}.cs_in_scope(p_job_name)
 ), keyed AS (
     INSERT INTO job_triggers (trigger_key, job_name, fire_time)
     SELECT p_trigger_key, job.job_name,
