@@ -387,6 +387,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
         info = self._info(request)
         res = request.resource
         assert res is not None
+        crd = self.crds.get(res)
+        if crd is not None and "as=Table" in request.headers.get("Accept", ""):
+            return table(crd, self._matching(request), datetime.datetime.now(datetime.UTC))
         return {
             "apiVersion": f"{res.group}/{res.version}".lstrip("/"),
             "kind": f"{info.kind}List",
@@ -454,6 +457,76 @@ class KubeEmulator(kmock.KubernetesEmulator):
         doc = await super()._serve_version(request)
         assert isinstance(doc, dict)
         return {**doc, "groupVersion": doc["groupVersion"].lstrip("/")}
+
+
+def table(crd: Crd, items: list[Json], now: datetime.datetime) -> Json:
+    """A list as `kubectl get` asks for it (Accept: application/json;as=Table;v=v1;
+    g=meta.k8s.io): the CRD's printer columns, cells as the API server's CRD table convertor
+    renders them (a date as its age, `<invalid>` for a time more than a second ahead, as
+    apimachinery's HumanDuration does), after Name."""
+    columns = crd.version().get("additionalPrinterColumns", [])
+    return {
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "Table",
+        "columnDefinitions": [
+            {"name": "Name", "type": "string", "format": "name", "priority": 0,
+             "description": "Name of the resource"},
+            *({"name": c["name"], "type": c["type"], "format": c.get("format", ""),
+               "priority": c.get("priority", 0), "description": c.get("description", "")}
+              for c in columns),
+        ],
+        "rows": [{"cells": [obj["metadata"]["name"],
+                            *(_cell(c, obj, now) for c in columns)],
+                  "object": {"kind": "PartialObjectMetadata",
+                             "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}}
+                 for obj in items],
+    }
+
+
+def _cell(column: Json, obj: Json, now: datetime.datetime) -> Any:
+    value = _json_path(obj, column["jsonPath"])
+    if value is None:
+        return None
+    if column["type"] == "date":
+        return _age(now - datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00")))
+    return value
+
+
+def _json_path(obj: Any, path: str) -> Any:
+    """The JSONPath subset printer columns use: `.a.b` and `.list[?(@.key=="value")].field`."""
+    found = obj
+    for step in re.findall(r'\.([A-Za-z0-9_]+)|\[\?\(@\.(\w+)=="([^"]*)"\)\]', path):
+        name, key, wanted = step
+        if name:
+            found = found.get(name) if isinstance(found, dict) else None
+        else:
+            found = next((x for x in found or () if x.get(key) == wanted), None)
+        if found is None:
+            return None
+    return found
+
+
+def _age(elapsed: datetime.timedelta) -> str:
+    """apimachinery's duration.HumanDuration, to the precision kubectl shows."""
+    seconds = int(elapsed.total_seconds())
+    if seconds < -1:
+        return "<invalid>"
+    if seconds < 0:
+        return "0s"
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 192:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    return f"{days}d" if days < 365 * 2 else f"{days // 365}y"
 
 
 def _is_builtin(request: kmock.Request) -> bool:

@@ -90,18 +90,24 @@ def test_names_short_name_category_and_status_subresource(crd: Crd) -> None:
 
 
 def test_printer_columns_read_the_status(crd: Crd) -> None:
+    """Ready and Status first (as CloudNativePG and cert-manager show them); no date column
+    holds a future time (kubectl prints `<invalid>` for a negative age)."""
     columns = {c["name"]: c for c in crd.version()["additionalPrinterColumns"]}
     default = [name for name, c in columns.items() if not c.get("priority")]
-    assert default == ["Schedule", "Suspend", "Last Run", "Status", "Orphans", "Agents", "Next",
-                       "Age"]
+    assert default == ["Ready", "Status", "Schedule", "Suspend", "Last Run", "Last Status",
+                       "Orphans", "Agents", "Age"]
+    assert columns["Ready"]["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
+    assert columns["Status"]["jsonPath"] == '.status.conditions[?(@.type=="Ready")].reason'
     assert columns["Last Run"]["jsonPath"] == ".status.lastRun.fireTime"
-    assert columns["Status"]["jsonPath"] == ".status.lastRun.status"
+    assert columns["Last Status"]["jsonPath"] == ".status.lastRun.status"
     assert columns["Orphans"]["jsonPath"] == ".status.orphanedRuns.last24h"
     assert columns["Agents"]["jsonPath"] == ".status.liveAgents"
-    assert columns["Next"]["type"] == "date"
+    dates = {name for name, c in columns.items() if c["type"] == "date"}
+    assert dates == {"Last Run", "Age"}  # past times only
+    assert columns["Next"]["type"] == "string" and columns["Next"]["priority"] == 1
     wide = {name for name, c in columns.items() if c.get("priority") == 1}
-    assert wide == {"Suspend Until", "Suspend Reason", "Resolved", "TimeZone", "Missed", "Failed",
-                    "Ready", "Failing", "Late", "Durability"}
+    assert wide == {"Next", "Suspend Until", "Suspend Reason", "Resolved", "TimeZone", "Missed",
+                    "Failed", "Failing", "Late", "Durability"}
     assert columns["Failing"]["jsonPath"] == ".status.failing"
     assert columns["Late"]["jsonPath"] == ".status.late"
     assert columns["Durability"]["jsonPath"] == ".status.durability"
