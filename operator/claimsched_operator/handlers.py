@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,6 +44,8 @@ log = logging.getLogger("claimsched.operator.handlers")
 
 RESOURCE = ("claimsched.io", "v1alpha1", "claimschedules")
 STORAGE_PREFIX = "operator.claimsched.io"
+FINALIZER = "claimsched.io/finalizer"  # finalizers.py adopts resources with kopf's default
+REPORTING_COMPONENT = "claimsched-operator"  # Events say `From: claimsched-operator`
 STATUS_FIELDS = ("nextFireTime", "nextFireTimes", "lastFireTime", "lastSuccessfulTime",
                  "lastRun", "activeRuns", "orphanedRuns", "failedRuns", "missedRuns",
                  "liveAgents", "late", "lateFireTime", "consecutiveFailures", "failing")
@@ -104,6 +108,10 @@ class Conditions:
 @kopf.on.startup(registry=registry)
 async def startup(settings: kopf.OperatorSettings, memo: Memo, **_: Any) -> None:
     config = memo.runtime.config
+    settings.persistence.finalizer = FINALIZER
+    settings.posting.reporting_component = REPORTING_COMPONENT
+    settings.posting.reporting_instance = os.environ.get("POD_NAME") or socket.gethostname()
+    settings.posting.event_name_prefix = "claimsched-"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=STORAGE_PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=STORAGE_PREFIX)
     settings.posting.level = logging.WARNING
@@ -200,6 +208,12 @@ async def delete(
     *, spec: kopf.Spec, status: kopf.Status, namespace: str | None, name: str, memo: Memo,
     logger: kopf.Logger, **_: Any,
 ) -> None:
+    """A ClaimSchedule is deleted: release its row (`release`)."""
+    await release(spec, status, namespace, name, memo, logger)
+
+
+async def release(spec: kopf.Spec, status: kopf.Status, namespace: str | None, name: str,
+                  memo: Memo, logger: kopf.Logger) -> None:
     """Disable the row this resource owns and let go of it; its runs and effects stay.
 
     From the resource itself, not from memory: kopf does not resume a resource that is being
@@ -446,5 +460,4 @@ def _invalid(runtime: Runtime, body: kopf.Body, owner: str, job: str, exc: Excep
     runtime.catalog.put(Entry(owner, job, DEFAULT, None))
     metrics.INVALID_SPECS.labels(reason).inc()
     if was != [(reason, message)]:
-        events.post(body, events.Event(events.WARNING, "Conflict", message) if reason == "Conflict"
-                    else events.Event(events.WARNING, "Invalid", f"{reason}: {message}"))
+        events.post(body, events.Event(events.WARNING, reason, message))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
 
 import kopf
 
+from . import finalizers  # noqa: F401  (registers its handler)
 from .handlers import add_status_timer, registry
 from .runtime import Memo, Runtime
 from .settings import OperatorSettings
@@ -19,6 +21,23 @@ def _help() -> str:
         env = info.alias or f"CLAIMSCHED_{name.upper()}"
         lines.append(f"  {env}\n      {info.description}")
     return "\n".join(lines)
+
+
+def port_taken(port: int) -> str | None:
+    """Why the operator could not listen on `port` (all addresses), or None when it can (or
+    the port is 0: off). Checked before kopf starts: a server that cannot bind inside kopf's
+    startup leaves the operator running without health, status or metrics."""
+    if not port:
+        return None
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("0.0.0.0", port))
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        probe.close()
+    return None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -36,6 +55,12 @@ def main(argv: list[str] | None = None) -> None:
         stream=sys.stderr,
     )
     config = OperatorSettings()
+    for port, setting in ((config.health_port, "CLAIMSCHED_OPERATOR_HEALTH_PORT"),
+                          (config.metrics_port, "CLAIMSCHED_OPERATOR_METRICS_PORT")):
+        problem = port_taken(port)
+        if problem:
+            sys.exit(f"claimsched-operator: error: port {port} ({setting}) cannot be used: "
+                     f"{problem}; set {setting} to a free port (0: off)")
     add_status_timer(config.status_interval_seconds)
     namespaces = config.namespace_list
     kopf.run(

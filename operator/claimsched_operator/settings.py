@@ -54,12 +54,12 @@ class OperatorSettings(BaseSettings):
         description="How often statuses are refreshed from the database, seconds. Default 15.",
     )
     health_port: int = Field(
-        8080,
+        8081,
         ge=0,
         le=65535,
         alias="CLAIMSCHED_OPERATOR_HEALTH_PORT",
         description="Port of GET /healthz (liveness) and GET /readyz (readiness: the default "
-        "database answers). 0 disables. Default 8080.",
+        "database answers). 0 disables. Default 8081 (8080 is `claimsched web`'s).",
     )
     metrics_port: int = Field(
         9090,

@@ -134,7 +134,7 @@ def test_pod_defaults_are_explicit() -> None:
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"health": 8080, "metrics": 9090}
+    assert ports == {"health": 8081, "metrics": 9090}
 
 
 def test_the_dsn_comes_only_from_an_existing_secret() -> None:

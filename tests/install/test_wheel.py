@@ -109,8 +109,9 @@ def test_a_real_agent_from_the_wheel_claims_and_completes_an_occurrence(
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [str(agent_venv.bin("claimsched")), "agent", "probeapp:agent"],
+            # the app's module from the working directory, as uvicorn and gunicorn find it
             cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT,
-            env=agent_venv.env(CLAIMSCHED_DSN=dsn, PYTHONPATH=str(tmp_path)),
+            env=agent_venv.env(CLAIMSCHED_DSN=dsn),
         )
     try:
         def done() -> bool:
@@ -133,8 +134,7 @@ def test_asking_for_metrics_without_the_extra_is_a_clear_error(
 ) -> None:
     (tmp_path / "probeapp.py").write_text(APP)
     result = agent_venv.run("claimsched", "agent", "probeapp:agent", cwd=tmp_path,
-                            CLAIMSCHED_DSN=dsn, CLAIMSCHED_METRICS_PORT="0",
-                            PYTHONPATH=str(tmp_path))
+                            CLAIMSCHED_DSN=dsn, CLAIMSCHED_METRICS_PORT="0")
     assert result.returncode == 1
     assert "claimsched[metrics]" in result.stderr
     assert "Traceback" not in result.stderr

@@ -245,3 +245,15 @@ def test_the_installed_command_prints_no_traceback_on_error() -> None:
     )
     assert result.returncode == 1
     assert result.stderr.startswith("claimsched: error:") and "Traceback" not in result.stderr
+
+
+def test_a_schema_without_claimscheds_tables_says_which_schemas_have_them(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped --schema must not send the user to `migrate` (which would create empty tables
+    in the wrong schema) without saying where claimsched's tables are."""
+    code, out, err = run(capsys, "runs", "--schema", "claimsced", "--dsn", dsn)
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "schema claimsced has no claimsched tables" in err
+    assert "schema claimsched of this database has them: pass --schema claimsched" in err

@@ -5,10 +5,11 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import selectors
+import shlex
 import subprocess
 import sys
-import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,15 +17,15 @@ from typing import Any
 import psycopg
 import pytest
 
-from claimsched.db import Store, Views
+from claimsched.db import Store
 from claimsched.schedules import parse_schedule
 from claimsched.tools.demo import app
 from claimsched.tools.demo.fleet import Fleet
 from claimsched.tools.demo.observations import LogTail, Observations, effects_by_key
 from claimsched.tools.demo.runner import DEMO_SCHEMA, prepare
 from claimsched.tools.demo.verdict import verdict
+from claimsched.tools.postgres import free_port
 from claimsched.tools.processes import stop_process
-from claimsched.web.server import make_server
 from tests.helpers.polling import wait_for
 
 
@@ -46,6 +47,14 @@ def _first_line(process: subprocess.Popen[str], timeout: float) -> str:
         if not selector.select(timeout):
             pytest.fail(f"no output from the demo within {timeout}s")
     return process.stdout.readline()
+
+
+def _get_json_or_none(port: int, path: str) -> Any:
+    """The JSON at `path`, or None while nothing listens there yet."""
+    try:
+        return _get_json(port, path)
+    except OSError:
+        return None
 
 
 def _get_json(port: int, path: str) -> Any:
@@ -231,25 +240,25 @@ def test_the_kept_demo_database_shows_the_kill_in_the_web_view_until_sigterm(
     try:
         line = _first_line(demo, timeout=200)
         assert line, errors.read_text()[-3000:]
-        wait_for(lambda: "watch it in a browser: claimsched web --dsn" in errors.read_text(),
-                 "the demo's hint to run claimsched web", timeout=30, log=errors)
+        hint = wait_for(lambda: re.search(r"watch it in a browser: (.+)", errors.read_text()),
+                        "the demo's hint to run claimsched web", timeout=30, log=errors)
         summary = _assert_held(0, json.loads(line), errors.read_text())
         database = summary["database"]
         assert database["embedded"] and database["kept"]
-        store = Store(database["dsn"], schema=database["schema"], max_size=2)
-        server = make_server(Views(store), "127.0.0.1", 0)
-        serving = threading.Thread(target=server.serve_forever, name="web")
-        serving.start()
+        # The printed command, as a user pastes it into a shell without the venv activated.
+        port = free_port()
+        command = [*shlex.split(hint.group(1)), "--bind", f"127.0.0.1:{port}"]
+        plain = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        plain["PATH"] = "/usr/bin:/bin"
+        web = subprocess.Popen(command, env=plain, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
         try:
-            port = int(server.server_address[1])
-            overview = _get_json(port, "/api/schedules")
+            overview = wait_for(lambda: _get_json_or_none(port, "/api/schedules"),
+                                "the printed claimsched web command to serve", timeout=30)
             killed = summary["faults"]["killed"]
             timeline = _get_json(port, f"/api/schedules/{killed['job']}")["timeline"]
         finally:
-            server.shutdown()
-            serving.join(timeout=10)
-            server.server_close()
-            store.close()
+            stop_process(web, 10)
         shown = {s["job"]: s["recent"]["counts"] for s in overview["schedules"]}
         assert set(shown) == set(app.SCHEDULES)
         assert all(counts["done"] + counts["reclaimed"] > 0 for counts in shown.values()), shown

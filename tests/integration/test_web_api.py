@@ -283,6 +283,16 @@ def test_a_database_that_cannot_be_reached_is_a_503_in_one_line_without_the_pass
     assert "\n" not in reason
 
 
+def test_a_schema_without_claimscheds_tables_is_a_503_saying_where_they_are(
+    dsn: str, serve: Any
+) -> None:
+    web = serve(Store(dsn, schema="claimsced", max_size=1, name="claimsched-web-test"))
+    status, _, body = web.request("/api/schedules")
+    reason = json.loads(body)["error"]
+    assert status == 503 and "\n" not in reason
+    assert "pass --schema claimsched" in reason and "SELECT" not in reason
+
+
 def test_the_view_needs_nothing_but_select(dsn: str, serve: Any) -> None:
     seed(dsn)
     name = f"viewer_{free_port()}"

@@ -61,7 +61,8 @@ def test_database_ref_puts_the_row_in_the_database_its_secret_names(
                      c["status"] == "False" and c, "Ready=False", log=operator.log)
     assert ready["reason"] == "DatabaseRefDisabled"
     assert "CLAIMSCHED_OPERATOR_DATABASE_REFS=false" in ready["message"]
-    assert events(served, "Invalid", "remote")[0]["message"].startswith("DatabaseRefDisabled:")
+    assert "CLAIMSCHED_OPERATOR_DATABASE_REFS=false" in events(
+        served, "DatabaseRefDisabled", "remote")[0]["message"]
     assert owners(dsn) == {} and owners(empty_dsn) == {}
     operator.kill()
 

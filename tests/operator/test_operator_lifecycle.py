@@ -18,7 +18,9 @@ from conftest import (
     claimschedule,
     condition,
     create,
+    delete,
     events,
+    fetch,
     patch,
     sample,
     status,
@@ -205,3 +207,37 @@ def test_suspended_schedule_starts_no_runs_and_resumes_without_catch_up(
         wait_for(lambda: (s := status(api, "tick").get("lastRun")) and
                  datetime.fromisoformat(s["fireTime"].replace("Z", "+00:00")) > resumed,
                  "the status to show a run after resuming", log=operator.log)
+
+
+LEGACY = "kopf.zalando.org/KopfFinalizerMarker"
+OURS = "claimsched.io/finalizer"
+
+
+def test_claimschedules_with_kopfs_default_finalizer_are_adopted_and_released_on_delete(
+        api: kubernetes.client.CustomObjectsApi, operator: Operator, store: Store) -> None:
+    """An operator of an earlier release marked ClaimSchedules with kopf's default finalizer.
+    This one replaces it with its own; one deleted while only the old marker held it is
+    released as a delete releases it (row disabled, owner let go), then let go of."""
+    operator.start()
+    for name in ("kept", "going"):
+        create(api, claimschedule(name, "@every 1h"))
+        wait_for(lambda n=name: rows(store, n) and fetch_finalizers(api, n) == [OURS],
+                 f"{name}'s row and finalizer", log=operator.log)
+    operator.kill()
+    for name in ("kept", "going"):  # as the earlier release left them
+        patch(api, name, {"metadata": {"finalizers": [LEGACY]}})
+    delete(api, "going")  # held by the old marker alone, with no operator to let go
+    assert fetch_finalizers(api, "going") == [LEGACY]
+
+    operator.start()
+    wait_for(lambda: fetch_finalizers(api, "kept") == [OURS], "kept adopted", log=operator.log)
+    wait_for(lambda: fetch(api, "going") is None, "going let go of", log=operator.log)
+    (row,) = rows(store, "going")
+    assert (row["enabled"], row["owner"]) == (False, None)
+    (row,) = rows(store, "kept")
+    assert (row["enabled"], row["owner"]) == (True, "default/kept")
+
+
+def fetch_finalizers(api: kubernetes.client.CustomObjectsApi, name: str) -> list[str] | None:
+    found = fetch(api, name)
+    return None if found is None else list(found["metadata"].get("finalizers") or [])

@@ -117,3 +117,30 @@ def scenario(api: kubernetes.client.CustomObjectsApi, operator: Operator, served
     wait_for(lambda: not any(("claimschedule", "lonely") in labels
                              for _, labels in operator.metrics()),
              "lonely's series to go", log=operator.log)
+
+
+def test_a_port_the_operator_cannot_bind_is_one_line_and_an_exit(
+        served: Served, dsn: str, tmp_path: Path) -> None:
+    """Another server holds the health port (`claimsched web` on 8080 was the old default's
+    clash): the operator says which port and which setting, and exits, rather than run on
+    without probes, status or metrics."""
+    import socket
+    import subprocess
+
+    from conftest import OPERATOR
+
+    holder = socket.create_server(("0.0.0.0", 0))
+    port = holder.getsockname()[1]
+    try:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("KUBERNETES_", "CLAIMSCHED_"))}
+        env.update({"KUBECONFIG": str(served.kubeconfig), "CLAIMSCHED_DSN": dsn,
+                    "CLAIMSCHED_OPERATOR_HEALTH_PORT": str(port),
+                    "CLAIMSCHED_OPERATOR_METRICS_PORT": "0"})
+        done = subprocess.run([str(OPERATOR)], env=env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=60, check=False)
+    finally:
+        holder.close()
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"port {port} (CLAIMSCHED_OPERATOR_HEALTH_PORT) cannot be used" in done.stderr

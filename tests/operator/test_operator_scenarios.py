@@ -67,8 +67,13 @@ def test_invalid_specs_missing_agents_triggers_restart_and_delete(
     assert synced is not None and "runs H H(1-4) * * * (= 2 2 * * *)" in synced["message"]
     assert ready["copycat"]["reason"] == "Conflict"
     assert "belongs to ClaimSchedule default/lonely" in ready["copycat"]["message"]
-    assert {e["involvedObject"]["name"] for e in events(served, "Invalid")} == {
-        "bad-zone", "bad-cron", "bad-hash"}
+    # Events name what happened, and come from the operator, not from kopf.
+    assert {e["involvedObject"]["name"] for e in events(served, "InvalidSchedule")} == {
+        "bad-cron", "bad-hash"}
+    assert [e["involvedObject"]["name"] for e in events(served, "UnknownTimeZone")] == [
+        "bad-zone"]
+    assert {(e["source"]["component"], e["reportingComponent"]) for e in events(served)} == {
+        ("claimsched-operator", "claimsched-operator")}
     assert [e["involvedObject"]["name"] for e in events(served, "Conflict")] == ["copycat"]
     assert schedule_row(store, "lonely") == ("@every 1s", True, "default/lonely")
 

@@ -51,7 +51,7 @@ def test_a_bad_database_ref_is_named_and_its_secret_shown_nowhere(
                          log=operator.log)
         assert ready["reason"] == reason
         assert ready["message"] == f"Secret default/{name}-db key 'dsn': {says}"
-    wait_for(lambda: len(events(served, "Invalid")) >= 2, "the Invalid Events")
+    wait_for(lambda: len(events(served, "InvalidDatabaseRef")) >= 2, "the Events")
     # Retries come back to the same fixed words.
     wait_for(lambda: operator.log().count("cannot connect to the database it names") >= 8,
              "retries of the unreachable ones", log=operator.log)

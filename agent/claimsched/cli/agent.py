@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import sys
 
 from .. import logs
 from ..agent import Agent
@@ -14,6 +16,10 @@ from .common import Add
 
 def run(args: argparse.Namespace) -> int:
     module_name, _, attr = args.target.partition(":")
+    # As uvicorn and gunicorn do: the app's module is found in the working directory, which a
+    # console script (unlike `python -m`) does not put on the path.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

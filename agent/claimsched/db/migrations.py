@@ -43,13 +43,14 @@ def schema_version(conn: psycopg.Connection[Any]) -> int | None:
     return max(versions) if versions else None
 
 
-def check_version(conn: psycopg.Connection[Any]) -> None:
-    """Raise SchemaMismatch unless the schema is exactly what this code expects."""
+def check_version(conn: psycopg.Connection[Any], schema: str | None = None) -> None:
+    """Raise SchemaMismatch unless the schema is exactly what this code expects; a schema
+    without claimsched's tables is told which schemas of the database hold them."""
     found = schema_version(conn)
     if found == SCHEMA_VERSION:
         return
     if found is None:
-        raise SchemaMismatch("claimsched's tables are missing: run `claimsched migrate`")
+        raise SchemaMismatch(_missing(conn, schema))
     if found < SCHEMA_VERSION:
         raise SchemaMismatch(
             f"the database schema is version {found}, this claimsched needs {SCHEMA_VERSION}: "
@@ -72,6 +73,18 @@ def check_schema_owned(conn: psycopg.Connection[Any], schema: str) -> None:
             f"could be made to run another role's objects; as its owner, run REVOKE CREATE ON "
             f"SCHEMA {quoted} FROM {', '.join(others)}; or give claimsched a schema of its own "
             "(--schema, CLAIMSCHED_SCHEMA)")
+
+
+def _missing(conn: psycopg.Connection[Any], schema: str | None) -> str:
+    """Why claimsched's tables are not where they are looked for, and what to do."""
+    elsewhere = [row[0] for row in conn.execute(query("claimsched_schemas"))]
+    where = f"schema {schema}" if schema else "this schema"
+    if not elsewhere:
+        return (f"claimsched's tables are missing ({where}, and no other schema of this "
+                "database has them): run `claimsched migrate`")
+    return (f"{where} has no claimsched tables; schema {', '.join(elsewhere)} of this "
+            f"database has them: pass --schema {elsewhere[0]} (CLAIMSCHED_SCHEMA), or run "
+            f"`claimsched migrate` with this --schema to create them here")
 
 
 def migrate(conn: psycopg.Connection[Any], schema: str) -> list[int]:

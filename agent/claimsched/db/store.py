@@ -229,7 +229,7 @@ class Store:
 
     def check_version(self) -> None:
         with self.connection() as conn:
-            migrations.check_version(conn)
+            migrations.check_version(conn, self.schema)
 
     def schema_version(self) -> int | None:
         with self.connection() as conn:

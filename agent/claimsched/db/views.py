@@ -7,8 +7,10 @@ import threading
 from datetime import datetime
 from typing import Any
 
+from psycopg import errors as pgerrors
 from psycopg.rows import dict_row
 
+from ..errors import DatabaseError
 from .queries import query
 from .store import Store
 
@@ -47,5 +49,11 @@ class Views:
     def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         with self._lock:
             self.statements += 1
-        with self.store.connection(self.timeout) as conn, conn.cursor(row_factory=dict_row) as cur:
-            return list(cur.execute(query(name), params))
+        try:
+            with self.store.connection(self.timeout) as conn, \
+                    conn.cursor(row_factory=dict_row) as cur:
+                return list(cur.execute(query(name), params))
+        except DatabaseError as exc:
+            if isinstance(exc.__cause__, pgerrors.UndefinedTable):
+                self.store.check_version()  # says which schemas hold claimsched's tables
+            raise

@@ -95,6 +95,15 @@ ORDER BY 1
 -- Whether claimsched's tables exist in the current schema.
 SELECT to_regclass('schema_version') IS NOT NULL AS present
 
+-- name: claimsched_schemas
+-- The schemas of this database that hold claimsched's tables (a wrong --schema says which).
+SELECT n.nspname
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relname = 'schema_version' AND c.relkind = 'r'
+  AND EXISTS (SELECT 1 FROM pg_class j WHERE j.relname = 'job_schedule'
+              AND j.relnamespace = n.oid)
+ORDER BY 1
+
 -- name: load_schedules
 -- Every schedule, with the database's bookkeeping. {spec_columns} is the list in specs.py.
 SELECT job_name, {spec_columns}, active_since, updated_at

@@ -13,8 +13,10 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -157,7 +159,7 @@ class Demo:
         console = self.err if self.args.json else self.out
         console.print(
             f"the demo's database stays up {until}: {dsn}\n"
-            f"watch it in a browser: claimsched web --dsn '{dsn}' --schema {self.schema}",
+            f"watch it in a browser: {web_command()} --dsn '{dsn}' --schema {self.schema}",
             markup=False, highlight=False, soft_wrap=True,
         )
         deadline = time.monotonic() + seconds if seconds else None
@@ -278,6 +280,15 @@ class Demo:
             self.pg.destroy()
         if not self.keep_logs:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def web_command() -> str:
+    """`claimsched web` as this shell can run it: the console script beside this interpreter
+    (a virtualenv's, which need not be on PATH), else the module through this interpreter."""
+    script = Path(sys.executable).with_name("claimsched")
+    if script.exists():
+        return f"{shlex.quote(str(script))} web"
+    return f"{shlex.quote(sys.executable)} -m claimsched.cli web"
 
 
 def run_demo(args: argparse.Namespace) -> int:

@@ -163,10 +163,14 @@ def render_verdict(summary: dict[str, Any]) -> RenderableType:
     def mark(name: str) -> Text:
         return Text("ok", style="green") if checks[name] else Text("FAILED", style="bold red")
 
-    table.add_row("occurrences expected / seen", f"{occ['expected']} / {occ['seen']}", "")
+    after = sum(job["after_window"] for job in occ["by_job"].values())
+    table.add_row("occurrences due in the window: expected / ran",
+                  f"{occ['expected']} / {occ['seen']}", "")
     table.add_row("missed occurrences", str(occ["missed"]), mark("no_missed_occurrences"))
-    table.add_row("runs (attempts)", f"{summary['runs']['rows']} "
-                  f"({summary['runs']['attempts']})", "")
+    table.add_row(f"runs recorded (in the window, and {after} due after it)",
+                  str(summary["runs"]["rows"]), "")
+    table.add_row("attempts made (a reclaimed run counts twice)",
+                  str(summary["runs"]["attempts"]), "")
     table.add_row("side effects recorded", str(summary["effects"]["recorded"]), "")
     table.add_row("duplicate side effects", str(summary["effects"]["duplicates"]),
                   mark("no_duplicate_effects"))
