@@ -17,15 +17,17 @@ def migrate(args: argparse.Namespace) -> int:
     agents call each: what a rolling upgrade still needs, and what a later release may drop."""
     store = open_store(args, check=False)
     try:
+        served = store.served_agent_apis()
         with tables.progress("migrating"):
             applied = store.migrate()
         version = store.schema_version()
         apis = store.agent_apis()
     finally:
         store.close()
+    dropped = sorted(served - {api.api for api in apis})
     summary = {
         "applied": applied, "schema_version": version, "schema": args.schema,
-        "agent_apis": [dataclasses.asdict(api) for api in apis], "dropped_agent_apis": [],
+        "agent_apis": [dataclasses.asdict(api) for api in apis], "dropped_agent_apis": dropped,
     }
     if args.json:
         print(json.dumps(summary))
@@ -34,8 +36,9 @@ def migrate(args: argparse.Namespace) -> int:
         print(f"schema {args.schema} at version {version} (applied: {done})")
         for api in apis:
             print(api)
-        print("dropped: no agent API (a later release's migration drops an older one once no "
-              "live agent calls it)")
+        gone = ", ".join(f"v{api}" for api in dropped) or (
+            "none (a later release's migration drops an older one once no live agent calls it)")
+        print(f"agent API versions dropped: {gone}")
     return 0
 
 

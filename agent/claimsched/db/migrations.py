@@ -113,6 +113,7 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> list[int]:
         current = schema_version(conn)
         if current is not None and current > SCHEMA_VERSION:
             check_version(conn)
+        served = served_agent_apis(conn)
         # One way to the current schema, fresh or not: the migrations, in order.
         for version, name, text in migration_files():
             if current is None or version > current:
@@ -121,8 +122,30 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> list[int]:
                 conn.execute(query("record_version"), {"version": version})
                 applied.append(version)
         apply_functions(conn, schema)
+        refuse_dropping_called_apis(conn, served - served_agent_apis(conn))
         ensure_partitions(conn)
     return applied
+
+
+def served_agent_apis(conn: psycopg.Connection[Any]) -> set[int]:
+    """The versions of the agent API the schema lists as served (none before migration 0017)."""
+    if not conn.execute(query("has_agent_apis")).fetchone()[0]:  # type: ignore[index]
+        return set()
+    return {api for (api,) in conn.execute(query("served_agent_apis"))}
+
+
+def refuse_dropping_called_apis(conn: psycopg.Connection[Any], dropped: set[int]) -> None:
+    """Raise SchemaMismatch (the migration's transaction then changes nothing) when a live
+    agent still calls a version of the agent API that a migration dropped: it would fail at
+    its next statement."""
+    for api in sorted(dropped):
+        callers = conn.execute(query("api_callers"), {"api": api}).fetchall()
+        if callers:
+            raise SchemaMismatch(
+                f"this migrate would drop version {api} of the agent API, which live agents "
+                f"still call: {', '.join(f'{agent} ({release})' for agent, release in callers)};"
+                " replace them with agents of a newer release (or wait until they are gone), "
+                "then migrate again; nothing was changed")
 
 
 def apply_functions(conn: psycopg.Connection[Any], schema: str) -> None:

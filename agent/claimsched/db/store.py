@@ -234,6 +234,11 @@ class Store:
         with self.connection() as conn:
             migrations.check_version(conn, agent_api)
 
+    def served_agent_apis(self) -> set[int]:
+        """The versions of the agent API the schema serves (none before migration 0017)."""
+        with translated(), self.connection() as conn:
+            return migrations.served_agent_apis(conn)
+
     def agent_apis(self) -> list[AgentApi]:
         """The versions of the agent API the schema serves, with the live agents calling each."""
         with translated(), self.connection() as conn:

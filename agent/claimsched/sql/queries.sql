@@ -80,6 +80,19 @@ SELECT version FROM schema_version ORDER BY version
 -- schema newer than its release when it does.
 SELECT EXISTS (SELECT 1 FROM agent_apis WHERE api = %(api)s) AS served
 
+-- name: has_agent_apis
+-- Whether the schema lists the versions of the agent API it serves (migration 0017 made the
+-- table; an older schema served claimsched 0.1.0's functions only).
+SELECT to_regclass('agent_apis') IS NOT NULL
+
+-- name: served_agent_apis
+-- The versions of the agent API this schema serves.
+SELECT api FROM agent_apis
+
+-- name: api_callers
+-- The live agents that call one version of the agent API (sql/functions.sql's cs_api_callers).
+SELECT agent_id, version FROM cs_api_callers(%(api)s)
+
 -- name: agent_api_callers
 -- The versions of the agent API this schema serves, oldest first, each with the live agents
 -- that call it (sql/functions.sql's cs_api_callers), one row per agent (agent NULL: none).
