@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from collections import Counter
@@ -20,6 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from bench.chaos.harness import Replicas, replicas
+from bench.chaos.upgrade import SQL_TROUBLE
 from bench.releases import MissingRelease, Release, isolated_env, previous
 from psycopg import sql
 
@@ -42,9 +42,6 @@ JOBS = [
     {"name": "request", "schedule": "@yearly", "after": "ledger"},
 ]
 PERIODS = {"tick": 1, "beat": 5}
-# What an agent logs when the database refused it a statement, or answered with an error.
-SQL_TROUBLE = re.compile(r" (ERROR|CRITICAL) |database (error|unavailable)|does not exist|"
-                         r"cached plan|permission denied")
 
 
 @pytest.fixture(scope="module")
