@@ -21,6 +21,7 @@ from .claims import Planner
 from .clock import DbClock
 from .cursors import Cursors
 from .db import (
+    AGENT_API,
     NOTIFY_AGENTS,
     NOTIFY_RUNS,
     NOTIFY_SCHEDULES,
@@ -207,7 +208,7 @@ class Agent:
                 found = retry_conflicts(self.store.schema_version)
                 if found is None or found < SCHEMA_VERSION:
                     self.store.migrate()  # retries its conflicts itself
-            retry_conflicts(self.store.check_version)
+            retry_conflicts(lambda: self.store.check_version(AGENT_API))
             for spec in self._declared.values():
                 self.claimer.declare(spec)
             retry_conflicts(self.housekeeper.once)

@@ -121,6 +121,24 @@ class DatabaseIdentity:
 
 
 @dataclass(frozen=True)
+class AgentApi:
+    """A version of the SQL API agents call that the schema serves (sql/functions.sql): the
+    release whose agents first called it, whether this release's agents call it (`current`),
+    and the live agents that call it now, each with its release."""
+
+    api: int
+    release: str
+    current: bool
+    callers: list[tuple[str, str]] = field(default_factory=list)  # (agent id, release)
+
+    def __str__(self) -> str:
+        who = ", ".join(f"{agent} ({release})" for agent, release in self.callers) or "none"
+        role = "this release's agents" if self.current else "kept for older agents"
+        return (f"agent API v{self.api} (claimsched {self.release}): {role}; "
+                f"live agents calling it: {who}")
+
+
+@dataclass(frozen=True)
 class Housekeeping:
     """What one housekeeping pass found."""
 

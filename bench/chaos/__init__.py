@@ -1,7 +1,7 @@
 """The chaos harness: real agent processes (`app`, started by `harness`), seeded storms of
 overlapping faults and the invariants checked after them (`storm`; the faults' plan records and
 lanes in `faults`, the recovery faults in `recovery`, their invariants in `recovery_checks`,
-those about time in `timeline`).
+those about time in `timeline`, the rolling upgrade in `upgrade`).
 
 The chaos tests (tests/chaos) and the soak profile (bench/soak.py) both run it. Replay a storm:
 
@@ -17,6 +17,14 @@ Synchronous and strict, a failover loses no acknowledged commit, so every invari
 no allowance. One harness tolerance only: a replica that refuses to start for want of a primary
 up to 30 s after a failover (10 s after a standalone outage) is restarted as a kubelet would, and
 counted (`notes.startup_refused_while_db_down`), not reported as a crash.
+
+With `--kinds rolling_upgrade,...` a storm begins on the previous release (its migrate and its
+agents, built from this repository's history: bench/releases.py); its first fault runs this
+release's migrate under them and rolls the fleet to this release a replica at a time, and no
+other fault starts before that ends (`upgrade`):
+
+    python -m bench.chaos --seed 5 --replicas 3 --jobs 8 --duration 30 \
+        --kinds rolling_upgrade,sigkill,sigstop,sigterm,pg_outage,trigger,skew
 
 A run with violations keeps the database's tables next to its logs; CHAOS_DUMP=1 keeps them
 of every run.

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..ha.blackhole import Blackhole
+from ..releases import Release
 from .harness import Replica
 
 FLEET = "fleet"  # the target of a fault of every replica at once
@@ -58,6 +59,7 @@ class Slot:
     ids: list[str] = field(default_factory=list)
     proxies: list[Blackhole] = field(default_factory=list)  # partition faults cut these
     dsn: str | None = None  # through `proxies`, when the storm has partition faults
+    release: Release | None = None  # an earlier release's agent runs here (until its upgrade)
 
 
 @dataclass

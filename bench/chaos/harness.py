@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,6 +17,7 @@ import psycopg
 from claimsched.db import Store
 from claimsched.tools.processes import python_path, spawn_agent
 
+from ..releases import Release, isolated_env
 from . import app_sql
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,15 +86,18 @@ class Replicas:
         skew: str | None = None,
         skew_file: Path | None = None,
         log_name: str | None = None,
+        release: Release | None = None,
         **settings: str,
     ) -> Replica:
         """Start an agent process named `name`.
 
         `skew` shifts its clock by a fixed libfaketime offset ("+90s"); `skew_file` reads the
         offset from a file (again every second), so replacing the file changes it while it runs.
-        `log_name` keeps each incarnation's output apart when a name is restarted.
+        `log_name` keeps each incarnation's output apart when a name is restarted. `release`
+        runs an earlier release's agent (bench/releases.py) instead of this checkout's: the
+        same app, which only uses what both releases have.
         """
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMSCHED_")}
+        env = isolated_env()
         env.update(
             {
                 "CLAIMSCHED_DSN": self.dsn,
@@ -102,7 +106,8 @@ class Replicas:
                 "CLAIMSCHED_SHUTDOWN_GRACE_SECONDS": "5",
                 "CLAIMSCHED_LOG_LEVEL": "DEBUG",
                 "APP_JOBS": json.dumps(self.jobs),
-                "PYTHONPATH": python_path(REPO),
+                # the app; for an earlier release nothing else (this checkout's claimsched not)
+                "PYTHONPATH": str(REPO) if release else python_path(REPO),
                 **self.settings,
                 **settings,
             }
@@ -119,7 +124,8 @@ class Replicas:
             else:
                 env["FAKETIME"] = str(skew)
         log = self.folder / f"{log_name or name}.log"
-        process = spawn_agent(APP, env, log, cwd=REPO)
+        python = release.python if release else sys.executable
+        process = spawn_agent(APP, env, log, python=python, cwd=REPO)
         replica = Replica(name, process, log)
         self.running[log_name or name] = replica
         return replica

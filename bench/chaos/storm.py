@@ -49,6 +49,7 @@ from claimsched.tools.processes import python_path
 
 from ..ha.blackhole import Blackhole
 from ..ha.patroni import PatroniCluster, patroni_cluster
+from ..releases import isolated_env, previous
 from . import app_sql
 from .faults import FLEET, GRACE, STARTUP, Event, Fault, Lanes, Slot
 from .harness import REPO, Replica, Replicas
@@ -65,6 +66,7 @@ from .recovery import (
 )
 from .recovery_checks import RecoveryChecks, RecoveryLog, Superseded, fenced_out
 from .timeline import TimeChecks, Timeline, Trace
+from .upgrade import ROLLING_UPGRADE, plan_upgrade, roll
 
 REPLICA_FAULTS = ("sigkill", "sigstop", "sigterm", "new_id")
 PG_FAULTS = ("pg_restart", "pg_outage", "long_outage")  # long_outage: longer than every lease
@@ -83,7 +85,9 @@ HA_KINDS = (
     *REPLICA_FAULTS, PARTITION, FAILOVER, "skew", *MANUAL_FAULTS, "freeze_in_once",
     *RECOVERY_FAULTS,
 )
-ALL_KINDS = (*FAULT_KINDS, PARTITION, FAILOVER)
+# The storm begins on the previous release and is upgraded to this one first (upgrade.py):
+# asked for by name only, never drawn by default.
+ALL_KINDS = (*FAULT_KINDS, PARTITION, FAILOVER, ROLLING_UPGRADE)
 DB_FAULTS = (*PG_FAULTS, FAILOVER)  # one at a time on the "postgres" lane
 WEIGHTS = {
     "sigkill": 3,
@@ -297,7 +301,9 @@ def plan_faults(
     A replica has one fault at a time and at least one replica is never faulted at any instant,
     but while the whole fleet is down (FLEET_DOWN: every replica's lane, drawn early); Postgres
     has one fault at a time, a frozen job one freeze at a time, and no database fault is on
-    while a WATCHING fault waits. Faults on different targets overlap freely. Each fault
+    while a WATCHING fault waits. A rolling upgrade, when asked for, comes first and holds
+    every lane, the database's too: no other fault starts before it ends (upgrade.py). Faults on
+    different targets overlap freely. Each fault
     reserves its lane (faults.py) until `until`. A fault that does not fit where it was drawn
     moves later, then earlier; one that fits nowhere is left out. Manual runs go to Forbid jobs,
     overrunning ones first.
@@ -307,9 +313,21 @@ def plan_faults(
     forbid = [j["name"] for j in jobs if j["concurrency_policy"] == "Forbid"]
     overrun = [j["name"] for j in jobs if "overrun" in j["name"]] or forbid
     frozen = {j["name"]: j for j in jobs if j.get("freeze")}
-    kinds = [k for k in cfg.kinds if k != "freeze_in_once" or frozen]
+    kinds = [k for k in cfg.kinds if (k != "freeze_in_once" or frozen) and k != ROLLING_UPGRADE]
+    busy: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    faults = []
+    first = 0.5  # where the drawn faults may start
+    if ROLLING_UPGRADE in cfg.kinds:
+        duration, slack = plan_upgrade(len(slots))
+        until = first + duration + slack
+        for lane in [*slots, "postgres"]:
+            busy[lane].append((first, until))
+        faults.append(
+            Fault(first, ROLLING_UPGRADE, FLEET, round(duration, 2), 0.0, round(until, 2))
+        )
+        first = until
     if not kinds:
-        return []
+        return faults
     total = max(len(kinds), round(cfg.duration * cfg.fault_rate))
     extras = rng.choices(kinds, weights=[WEIGHTS[k] for k in kinds], k=total - len(kinds))
     rng.shuffle(kinds)
@@ -319,11 +337,9 @@ def plan_faults(
         for n, kind in zip([0] * len(kinds) + [1] * len(extras), kinds + extras, strict=True)
     ]
     draws[: len(kinds)] = sorted(draws[: len(kinds)], key=lambda draw: _placed_first(draw[1]))
-    busy: dict[str, list[tuple[float, float]]] = defaultdict(list)
     backfills: Counter[str] = Counter()  # kill_backfiller's ranges per job, each its own
     outages: list[tuple[float, float]] = []  # the database faults' own spans, slack aside
     watches: list[tuple[float, float]] = []  # the WATCHING faults' waits
-    faults = []
 
     def overlaps(target: str, low: float, high: float) -> bool:
         return any(a < high and low < b for a, b in busy[target])
@@ -365,7 +381,7 @@ def plan_faults(
         else:
             duration, slack, value = 0.0, 0.0, float(rng.randint(-MAX_SKEW, MAX_SKEW))
         target = None
-        for at in _instants(drawn, 0.5, cfg.duration * 0.9):
+        for at in _instants(max(drawn, first), first, cfg.duration * 0.9):
             low, high = at, at + duration + slack
             if kind in DB_FAULTS:
                 down = outage(kind, low, duration)
@@ -483,6 +499,10 @@ class ChaosRun:
         self.maintenance: Counter[str] = Counter()
         self.finished_seen: dict[int, tuple[Any, ...]] = {}
         self.recovery = RecoveryFaults(self)
+        # the previous release's agents until a rolling upgrade; this release's schema from then
+        self.release = previous() if ROLLING_UPGRADE in cfg.kinds else None
+        self.migrated = threading.Event()
+        self.history_from = 0  # upgrade.py: where the audit trail's attempts have a history
         self._lock = threading.Lock()
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -515,7 +535,8 @@ class ChaosRun:
             self.group = Replicas(self.dsn, self.folder, app_jobs(self.jobs), self._env())
             self.slots = {
                 name: Slot(
-                    name, name, self.folder / "skew" if name == self.skewed else None, ids=[name]
+                    name, name, self.folder / "skew" if name == self.skewed else None, ids=[name],
+                    release=self.release,
                 )
                 for name in self.slots_names
             }
@@ -592,7 +613,12 @@ class ChaosRun:
         self.trace_dir.mkdir(exist_ok=True)
         store = Store(self.dsn)
         try:
-            store.migrate()
+            if self.release is None:
+                store.migrate()
+                self.migrated.set()
+            else:
+                subprocess.run(self.release.command("migrate", "--dsn", self.dsn), check=True,
+                               capture_output=True, env=isolated_env())
             with psycopg.connect(self.dsn, autocommit=True) as conn:
                 conn.execute(app_sql.LEDGER)
                 conn.execute(app_sql.AUDIT)
@@ -629,6 +655,7 @@ class ChaosRun:
             slot.agent_id,
             skew_file=slot.skew_file,
             log_name=f"{slot.agent_id}.{slot.incarnation}",
+            release=slot.release,
             **({"CLAIMSCHED_DSN": slot.dsn} if slot.dsn else {}),
         )
 
@@ -648,7 +675,8 @@ class ChaosRun:
     # -- faults ----------------------------------------------------------------------------------
 
     def _storm(self) -> None:
-        """Start each fault at its time (each in its own thread, so they overlap)."""
+        """Start each fault at its time (each in its own thread, so they overlap); the next
+        after a rolling upgrade only once the upgrade has ended."""
         running: list[threading.Thread] = []
         for fault in self.faults:
             if self.stop.wait(max(0.0, fault.at - (time.monotonic() - self.t0))):
@@ -657,6 +685,8 @@ class ChaosRun:
                 target=self._fault, args=(fault,), name=f"chaos-{fault.kind}", daemon=True
             )
             thread.start()
+            if fault.kind == ROLLING_UPGRADE:  # no other fault meets the previous release
+                thread.join()
             running.append(thread)
             running = [t for t in running if t.is_alive()]
         self.stop.wait(max(0.0, self.cfg.duration - (time.monotonic() - self.t0)))
@@ -680,6 +710,8 @@ class ChaosRun:
                 self._freeze_fault(fault, event)
             elif fault.kind in RECOVERY_FAULTS:
                 self.recovery.run(fault, event)
+            elif fault.kind == ROLLING_UPGRADE:
+                roll(self, fault, event)
             elif fault.kind == "skew":
                 self._write_skew(fault.value)
                 event.detail = f"{int(fault.value):+d}s"
@@ -992,7 +1024,8 @@ class ChaosRun:
                     self.maintenance["lapse_failed"] += 1
                 if self.stop.wait(wait / 2):
                     return
-            self._maintain_once("during the storm")
+            if self.migrated.is_set():  # this release's maintenance, on its own schema
+                self._maintain_once("during the storm")
 
     # -- the end: heal, catch up, quiesce, stop --------------------------------------------------
 
@@ -1168,7 +1201,8 @@ class ChaosRun:
             "SELECT job_name, fire_time, attempt, run_id, claimed_by, outcome, error "
             "FROM claimsched.job_attempts"
         )
-        checker = Checker(self.jobs, self.active_since, cutoff, schedules, self.recovery.log)
+        checker = Checker(self.jobs, self.active_since, cutoff, schedules, self.recovery.log,
+                          self.history_from)
         found = checker.check(runs, receipts, ledger, starts, audit, attempts)
         for outcome, n in self.query(
             "SELECT outcome, count(*) FROM claimsched.job_attempts GROUP BY outcome"
@@ -1350,8 +1384,12 @@ class Checker:
         cutoff: dict[str, datetime],
         schedules: dict[str, tuple[Any, ...]],
         recovery: RecoveryLog | None = None,
+        history_from: int = 0,
     ) -> None:
         self.jobs = {j["name"]: j for j in jobs}
+        # the audit trail's position after which every superseded attempt has a history (a storm
+        # that began on the previous release: upgrade.py)
+        self.history_from = history_from
         self.active_since = active_since
         self.cutoff = cutoff
         self.schedules = schedules
@@ -1397,7 +1435,7 @@ class Checker:
         inserted: Counter[tuple[str, str]] = Counter()
         completions: Counter[tuple[str, str]] = Counter()
         grants: set[tuple[Any, ...]] = set()
-        for _seq, op, tx, actor, old, new in audit:
+        for seq, op, tx, actor, old, new in audit:
             if op == "INSERT":
                 rid = new["id"]
                 if rid in deleted:
@@ -1427,7 +1465,7 @@ class Checker:
                 deleted[rid] = (tx, old)
                 state.pop(rid, None)
             else:
-                self._transition(old, new, completions, grants)
+                self._transition(old, new, completions, grants, seq > self.history_from)
                 state[new["id"]] = new
         for rid, (_tx, content) in deleted.items():
             self.fail(f"run {rid} was deleted and never put back: {_short(content)}")
@@ -1443,6 +1481,7 @@ class Checker:
         new: dict[str, Any],
         completions: Counter[tuple[str, str]],
         grants: set[tuple[Any, ...]],
+        kept: bool = True,  # the attempt a reclaim supersedes here must have a history
     ) -> None:
         key = _key(new)
         if _terminal(old):
@@ -1461,7 +1500,7 @@ class Checker:
                 )
             grants.add((*key, new["attempt"], new["claimed_by"]))
             self.stats["reclaims" if old["status"] == "orphaned" else "retries_or_requests"] += 1
-            if old["status"] in ("orphaned", "failed"):
+            if old["status"] in ("orphaned", "failed") and kept:
                 self.superseded.append(
                     (*key, old["attempt"], old["claimed_by"], old["status"], old["error"])
                 )

@@ -147,7 +147,7 @@ def test_the_dsn_comes_only_from_an_existing_secret() -> None:
 
 def test_the_image_is_pinned_and_never_latest() -> None:
     container = pod_spec(documents({}))["containers"][0]
-    assert container["image"] == "ghcr.io/claimsched/claimsched-operator:0.1.0"
+    assert container["image"] == "ghcr.io/claimsched/claimsched-operator:0.2.0"
     digest = "sha256:" + "0f" * 32
     container = pod_spec(documents({"image": {"digest": digest}}))["containers"][0]
     assert container["image"] == f"ghcr.io/claimsched/claimsched-operator@{digest}"

@@ -190,10 +190,10 @@ def test_two_teams_share_one_database_and_neither_can_touch_the_others_job(
             untouched()
             # The functions themselves, with no lease token at all.
             args = [owner_agent, run_id, fire_time, attempt]
-            assert run_sql(team_b.dsn, "SELECT * FROM cs_heartbeat(%s, ARRAY[%s]::bigint[],"
+            assert run_sql(team_b.dsn, "SELECT * FROM cs_heartbeat_v2(%s, ARRAY[%s]::bigint[],"
                            " ARRAY[%s]::timestamptz[], ARRAY[%s], ARRAY[NULL]::uuid[],"
                            " ARRAY[60.0])", args) == []
-            assert run_sql(team_b.dsn, "SELECT * FROM cs_complete(%s, ARRAY[%s]::bigint[],"
+            assert run_sql(team_b.dsn, "SELECT * FROM cs_complete_v2(%s, ARRAY[%s]::bigint[],"
                            " ARRAY[%s]::timestamptz[], ARRAY[%s], ARRAY[NULL]::uuid[],"
                            " ARRAY['done'], ARRAY[NULL], ARRAY[false], ARRAY[1], ARRAY[0.0])",
                            args) == []
@@ -297,10 +297,10 @@ def test_a_team_can_neither_rewrite_nor_stop_another_teams_agent_and_lists_only_
     with agent:
         wait_for(lambda: agent_row(dsn, "team-a-0")[:2] == (["billing"], True),
                  "team A's presence")
-        presence = ("SELECT * FROM cs_housekeeping(%s, 'h', NULL, NULL, %s, 'v', 9, 't')")
+        presence = ("SELECT * FROM cs_housekeeping_v2(%s, 'h', NULL, NULL, %s, 'v', 9, 't')")
         (refused,) = run_sql(team_b.dsn, presence, ["team-a-0", ["reports"]])
         assert refused[0] == 0  # present: the row is not the caller's
-        assert run_sql(team_b.dsn, "SELECT * FROM cs_agent_stopped('team-a-0')") == []
+        assert run_sql(team_b.dsn, "SELECT * FROM cs_agent_stopped_v2('team-a-0')") == []
         assert agent_row(dsn, "team-a-0")[:2] == (["billing"], True)
         run_sql(team_b.dsn, presence, ["team-b-0", ["reports", "billing", "payroll"]])
         assert agent_row(dsn, "team-b-0")[0] == ["reports"]

@@ -33,6 +33,7 @@ def agents(args: argparse.Namespace) -> int:
             "pod",
             "handlers",
             "version",
+            "api",
             "tzdata",
             "last_seen",
         ],

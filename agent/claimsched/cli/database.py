@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 from .. import tables
@@ -12,19 +13,32 @@ from .common import Add, open_store
 
 
 def migrate(args: argparse.Namespace) -> int:
+    """Migrate, then say which versions of the agent API the schema serves and which live
+    agents call each: what a rolling upgrade still needs, and what a later release may drop."""
     store = open_store(args, check=False)
     try:
+        served = store.served_agent_apis()
         with tables.progress("migrating"):
             applied = store.migrate()
         version = store.schema_version()
+        apis = store.agent_apis()
     finally:
         store.close()
-    summary = {"applied": applied, "schema_version": version, "schema": args.schema}
+    dropped = sorted(served - {api.api for api in apis})
+    summary = {
+        "applied": applied, "schema_version": version, "schema": args.schema,
+        "agent_apis": [dataclasses.asdict(api) for api in apis], "dropped_agent_apis": dropped,
+    }
     if args.json:
         print(json.dumps(summary))
     else:
         done = ", ".join(map(str, applied)) if applied else "nothing to do"
         print(f"schema {args.schema} at version {version} (applied: {done})")
+        for api in apis:
+            print(api)
+        gone = ", ".join(f"v{api}" for api in dropped) or (
+            "none (a later release's migration drops an older one once no live agent calls it)")
+        print(f"agent API versions dropped: {gone}")
     return 0
 
 

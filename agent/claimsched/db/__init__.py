@@ -2,7 +2,14 @@
 
 from .connection import checked_schema, compose, connect, dsn_parses, redact_dsn, redact_text
 from .listener import NOTIFY_AGENTS, NOTIFY_RUNS, NOTIFY_SCHEDULES, Listener, Poller
-from .migrations import SCHEMA_VERSION, ensure_partitions, maintain, migrate, schema_version
+from .migrations import (
+    AGENT_API,
+    SCHEMA_VERSION,
+    ensure_partitions,
+    maintain,
+    migrate,
+    schema_version,
+)
 from .owned import OwnedSchedules
 from .roles import AGENT_ROLE, OPERATOR_ROLE, Roles
 from .session import SessionOptions
@@ -10,6 +17,7 @@ from .store import Store
 from .views import Views
 
 __all__ = [
+    "AGENT_API",
     "AGENT_ROLE",
     "NOTIFY_AGENTS",
     "NOTIFY_RUNS",

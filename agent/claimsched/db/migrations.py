@@ -10,6 +10,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import ConfigurationError, SchemaMismatch
+from ..records import AgentApi
 from .connection import search_path
 from .queries import functions_sql, migration_files, policies_sql, query
 
@@ -17,6 +18,8 @@ log = logging.getLogger("claimsched.migrations")
 
 SCHEMA_VERSION = max(version for version, _, _ in migration_files())
 MIGRATION_LOCK = 0x636C6D73  # 'clms': one advisory lock key for every claimsched migration
+#: The version of the SQL API this release's agents call: sql/functions.sql's cs_<name>_v2.
+AGENT_API = 2
 
 _PARTITION = sql.SQL("CREATE TABLE {} PARTITION OF job_runs FOR VALUES FROM ({}) TO ({})")
 # Agents update rows in the default partition at any time: moving them must not interleave.
@@ -43,9 +46,12 @@ def schema_version(conn: psycopg.Connection[Any]) -> int | None:
     return max(versions) if versions else None
 
 
-def check_version(conn: psycopg.Connection[Any], schema: str | None = None) -> None:
-    """Raise SchemaMismatch unless the schema is exactly what this code expects; a schema
-    without claimsched's tables is told which schemas of the database hold them."""
+def check_version(conn: psycopg.Connection[Any], agent_api: int | None = None,
+                  schema: str | None = None) -> None:
+    """Raise SchemaMismatch unless the schema is what this code expects: exactly its version;
+    for an agent (`agent_api`: the version of the SQL API it calls), also a newer schema that
+    still serves that API, as the next release's schema does while a rollout replaces agents.
+    A schema without claimsched's tables is told which schemas of the database hold them."""
     found = schema_version(conn)
     if found == SCHEMA_VERSION:
         return
@@ -56,10 +62,33 @@ def check_version(conn: psycopg.Connection[Any], schema: str | None = None) -> N
             f"the database schema is version {found}, this claimsched needs {SCHEMA_VERSION}: "
             "run `claimsched migrate`"
         )
+    if agent_api is not None and serves_agent_api(conn, agent_api):
+        log.info("the database schema is version %s, newer than this claimsched (%s); it "
+                 "still serves the agent API v%s this agent calls", found, SCHEMA_VERSION,
+                 agent_api, extra={"action": "schema_newer"})
+        return
+    still = f" and no longer serves the agent API v{agent_api}" if agent_api is not None else ""
     raise SchemaMismatch(
         f"the database schema is version {found}, newer than this claimsched "
-        f"({SCHEMA_VERSION}): upgrade claimsched"
+        f"({SCHEMA_VERSION}){still}: upgrade claimsched"
     )
+
+
+def serves_agent_api(conn: psycopg.Connection[Any], api: int) -> bool:
+    """Whether the schema (version 17 or later) serves version `api` of the agent API."""
+    row = conn.execute(query("serves_agent_api"), {"api": api}).fetchone()
+    return bool(row and row[0])
+
+
+def agent_apis(conn: psycopg.Connection[Any]) -> list[AgentApi]:
+    """The versions of the agent API the schema serves, oldest first, each with the live agents
+    that call it."""
+    found: dict[int, AgentApi] = {}
+    for api, release, agent_id, version in conn.execute(query("agent_api_callers")):
+        known = found.setdefault(api, AgentApi(api, release, api == AGENT_API))
+        if agent_id is not None:
+            known.callers.append((agent_id, version))
+    return list(found.values())
 
 
 def check_schema_owned(conn: psycopg.Connection[Any], schema: str) -> None:
@@ -98,6 +127,7 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> list[int]:
         current = schema_version(conn)
         if current is not None and current > SCHEMA_VERSION:
             check_version(conn)
+        served = served_agent_apis(conn)
         # One way to the current schema, fresh or not: the migrations, in order.
         for version, name, text in migration_files():
             if current is None or version > current:
@@ -106,8 +136,30 @@ def migrate(conn: psycopg.Connection[Any], schema: str) -> list[int]:
                 conn.execute(query("record_version"), {"version": version})
                 applied.append(version)
         apply_functions(conn, schema)
+        refuse_dropping_called_apis(conn, served - served_agent_apis(conn))
         ensure_partitions(conn)
     return applied
+
+
+def served_agent_apis(conn: psycopg.Connection[Any]) -> set[int]:
+    """The versions of the agent API the schema lists as served (none before migration 0017)."""
+    if not conn.execute(query("has_agent_apis")).fetchone()[0]:  # type: ignore[index]
+        return set()
+    return {api for (api,) in conn.execute(query("served_agent_apis"))}
+
+
+def refuse_dropping_called_apis(conn: psycopg.Connection[Any], dropped: set[int]) -> None:
+    """Raise SchemaMismatch (the migration's transaction then changes nothing) when a live
+    agent still calls a version of the agent API that a migration dropped: it would fail at
+    its next statement."""
+    for api in sorted(dropped):
+        callers = conn.execute(query("api_callers"), {"api": api}).fetchall()
+        if callers:
+            raise SchemaMismatch(
+                f"this migrate would drop version {api} of the agent API, which live agents "
+                f"still call: {', '.join(f'{agent} ({release})' for agent, release in callers)};"
+                " replace them with agents of a newer release (or wait until they are gone), "
+                "then migrate again; nothing was changed")
 
 
 def apply_functions(conn: psycopg.Connection[Any], schema: str) -> None:

@@ -78,7 +78,7 @@ def grant_roles(conn: psycopg.Connection[Any], schema: str, roles: Roles) -> Non
     """Create the roles if missing and set their privileges on `schema` (already migrated)."""
     with conn.transaction():
         conn.execute(query("set_local_search_path"), {"search_path": search_path(conn, schema)})
-        migrations.check_version(conn, schema)
+        migrations.check_version(conn, schema=schema)
         migrations.check_schema_owned(conn, schema)
         database = conn.execute(query("current_database")).fetchone()[0]  # type: ignore[index]
         conn.execute(roles_sql(roles, schema, database))

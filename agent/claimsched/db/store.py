@@ -19,6 +19,7 @@ from psycopg.types.json import Jsonb
 from ..errors import InvalidSpec, UnknownJob
 from ..health import retry_conflicts
 from ..records import (
+    AgentApi,
     Candidate,
     ClaimResult,
     Completion,
@@ -227,9 +228,21 @@ class Store:
         with translated(), self._unhurried() as conn:
             return scoped_jobs(conn, self.schema, role)
 
-    def check_version(self) -> None:
+    def check_version(self, agent_api: int | None = None) -> None:
+        """SchemaMismatch unless the schema is this release's, or, for an agent calling version
+        `agent_api` of the SQL API, a newer one that still serves it (db/migrations.py)."""
         with self.connection() as conn:
-            migrations.check_version(conn, self.schema)
+            migrations.check_version(conn, agent_api, self.schema)
+
+    def served_agent_apis(self) -> set[int]:
+        """The versions of the agent API the schema serves (none before migration 0017)."""
+        with translated(), self.connection() as conn:
+            return migrations.served_agent_apis(conn)
+
+    def agent_apis(self) -> list[AgentApi]:
+        """The versions of the agent API the schema serves, with the live agents calling each."""
+        with translated(), self.connection() as conn:
+            return migrations.agent_apis(conn)
 
     def schema_version(self) -> int | None:
         with self.connection() as conn:

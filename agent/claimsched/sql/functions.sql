@@ -1,8 +1,9 @@
 -- claimsched: the functions through which agents (and the operator, for runs) write. Code, not
 -- schema: `claimsched migrate` applies this whole file again, with CREATE OR REPLACE, inside its
 -- migration-lock transaction, after the schema and its migrations. Change a statement here and
--- re-run migrate; no migration needed. (A change of a function's arguments or result columns
--- needs a DROP of the old version first, below. A dropped function loses its grants: this file
+-- re-run migrate; no migration needed. (The functions agents call never change their arguments
+-- or result columns: see the API versions below. For any other, such a change needs a DROP of
+-- the old version first, below. A dropped function loses its grants: this file
 -- grants the new one again, at its end, to every role that could call the one of the same name
 -- before, so a migrate leaves agents working; a new function waits for `claimsched roles`.)
 --
@@ -34,6 +35,17 @@
 -- against 2.9 ms per complete of 30 runs as job_runs grew to 18,000 rows); their plan is left
 -- to the statistics, which autovacuum's first analyze of the partition corrects.
 --
+-- The functions agents call are an API with versions, since a rolling upgrade runs the agents of
+-- two releases against one schema (README, "Upgrading"). API 1 is claimsched 0.1.0's: cs_claim,
+-- cs_reclaim, cs_heartbeat, cs_complete, cs_housekeeping, cs_release, cs_agent_stopped,
+-- cs_effect, cs_declare_schedule. API N >= 2 is the same functions named cs_<name>_vN; an agent
+-- calls the functions of one version only (claimsched.db.migrations.AGENT_API). agent_apis
+-- (migration 0017) lists the versions this schema serves, agents.api which one each agent
+-- calls. A released version never changes its names, arguments or result columns: a change is
+-- the next version, beside it. An older version is a thin wrapper over the newest (the end of
+-- this file), so the same statements decide every run whichever release claimed it; it goes
+-- with a later release's migration, once no live agent calls it.
+--
 -- Who owns a run: its fencing token (id, fire_time, attempt), the agent id it was claimed with,
 -- and its lease token, a secret that every claim and reclaim draws anew and returns only to the
 -- claimer. Agent ids and fencing tokens show in logs and statuses, and an agent id may be set by
@@ -48,9 +60,10 @@ FROM pg_proc p
 WHERE p.pronamespace = (SELECT n.oid FROM pg_namespace n WHERE n.nspname = current_schema())
   AND p.proname LIKE 'cs\_%';
 
--- Who may call which function now, by name: granted again at the end of this file.
+-- Who may call which function now, by name (any version's: cs_<name>_vN counts as cs_<name>):
+-- granted again at the end of this file.
 CREATE TEMP TABLE cs_callers AS
-SELECT c.name, a.grantee::regrole AS grantee
+SELECT regexp_replace(c.name, '_v[0-9]+$', '') AS name, a.grantee::regrole AS grantee
 FROM pg_temp.cs_functions c, aclexplode(c.acl) a
 WHERE a.privilege_type = 'EXECUTE' AND a.grantee NOT IN (0, c.owner);
 
@@ -84,13 +97,14 @@ BEGIN
 END
 $$;
 
--- The versions from before the end of the next lease (`next_expiry`), which agents sleep until.
+-- API 1's cs_housekeeping has claimsched 0.1.0's result columns; a schema migrated between
+-- 0.1.0 and 0.2.0 had one with `next_expiry` (now API 2's) under that name.
 DO $$
 DECLARE
     f regprocedure;
 BEGIN
     FOR f IN SELECT c.f FROM pg_temp.cs_functions c
-             WHERE c.name = 'cs_housekeeping' AND NOT 'next_expiry' = ANY (c.argnames)
+             WHERE c.name = 'cs_housekeeping' AND 'next_expiry' = ANY (c.argnames)
     LOOP
         EXECUTE format('DROP FUNCTION %s', f);
     END LOOP;
@@ -103,7 +117,7 @@ $$;
 -- never scoped. Read once per call, so an unscoped claim pays one look-up, never one per job.
 -- SECURITY DEFINER: the row-level security of sql/policies.sql calls it with a reader's rights,
 -- and it answers for the caller's own scope only (every role may call it: policies.sql).
--- Called by: cs_claim, cs_reclaim, cs_declare_schedule, cs_housekeeping, the policies.
+-- Called by: cs_claim_v2, cs_reclaim_v2, cs_housekeeping_as, cs_in_scope, the policies.
 CREATE OR REPLACE FUNCTION cs_agent_scope()
 RETURNS text[]
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
@@ -126,7 +140,7 @@ $$;
 -- Whether the caller may write the presence row of an agent created by `p_login_role`
 -- (migration 0016): its own login (session_user: inside the functions current_user is their
 -- owner), the schema's owner and its members, or anyone for a row from before the column.
--- Called by: cs_housekeeping, cs_agent_stopped (no grant: nobody else).
+-- Called by: cs_housekeeping_as, cs_agent_stopped_v2 (no grant: nobody else).
 CREATE OR REPLACE FUNCTION cs_owns_presence(p_login_role text)
 RETURNS boolean
 LANGUAGE sql STABLE SET search_path = pg_catalog, {schema}, pg_temp AS $$
@@ -138,7 +152,7 @@ $$;
 -- job order, SKIP LOCKED: a row another transaction in flight holds is left out, not waited
 -- for), each with whether a run of it is in progress (forbid_in_progress(), read after the
 -- lock, so a run that the previous holder of the lock started is seen).
--- Called by: cs_claim (no grant: nobody else).
+-- Called by: cs_claim_v2 (no grant: nobody else).
 CREATE OR REPLACE FUNCTION cs_forbid_locked(p_jobs text[])
 RETURNS TABLE (job_name text, busy boolean)
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, {schema}, pg_temp
@@ -189,7 +203,7 @@ $$;
 -- small (a new database) hashed or scanned the whole table for every claim, a cost that grew
 -- with every run recorded (pgbench: a scan of all runs per statement).
 -- Called by: agents (`claimsched roles`).
-CREATE OR REPLACE FUNCTION cs_claim(
+CREATE OR REPLACE FUNCTION cs_claim_v2(
     p_agent_id text, p_capacity integer, p_jobs text[], p_fire_times timestamptz[],
     p_wants text[], p_reasons text[], p_latest boolean[], p_since timestamptz[])
 RETURNS TABLE (job_name text, fire_time timestamptz, outcome text, id bigint, attempt integer,
@@ -334,7 +348,7 @@ $$;
 -- The attempt a taken run had (orphaned, fenced out, or failed and retried) is kept in
 -- job_attempts, with its owner, times and error: the occurrence's history.
 -- Called by: agents (`claimsched roles`).
-CREATE OR REPLACE FUNCTION cs_reclaim(p_agent_id text, p_jobs text[], p_capacity integer)
+CREATE OR REPLACE FUNCTION cs_reclaim_v2(p_agent_id text, p_jobs text[], p_capacity integer)
 RETURNS TABLE (id bigint, job_name text, fire_time timestamptz, kind text, attempt integer,
                lease_token uuid, lease_until timestamptz, started_at timestamptz,
                orphan_count integer,
@@ -411,7 +425,7 @@ $$;
 
 -- Renew the leases this agent still owns, all in one statement; a missing id is a lost lease.
 -- Called by: agents (`claimsched roles`).
-CREATE OR REPLACE FUNCTION cs_heartbeat(
+CREATE OR REPLACE FUNCTION cs_heartbeat_v2(
     p_agent_id text, p_ids bigint[], p_fire_times timestamptz[], p_attempts integer[],
     p_lease_tokens uuid[], p_leases double precision[])
 RETURNS TABLE (id bigint)
@@ -441,7 +455,7 @@ $$;
 -- error saying why, or fails for good when that was its last attempt (max_attempts, as the
 -- reaper does). An attempt superseded so is kept in job_attempts by the reclaim that follows.
 -- Called by: agents (`claimsched roles`).
-CREATE OR REPLACE FUNCTION cs_complete(
+CREATE OR REPLACE FUNCTION cs_complete_v2(
     p_agent_id text, p_ids bigint[], p_fire_times timestamptz[], p_attempts integer[],
     p_lease_tokens uuid[], p_statuses text[], p_errors text[], p_retries boolean[], p_max_attempts integer[],
     p_backoffs double precision[])
@@ -501,15 +515,17 @@ $$;
 -- not at the next period. The agent's own leases are left out: it renews them itself. The
 -- partial index of running runs is read whole, as the reaper reads it; a run is of this agent's
 -- jobs when an agent with the same job list (its digest) holds it, or else by its name.
--- Called by: agents (`claimsched roles`).
-CREATE OR REPLACE FUNCTION cs_housekeeping(
-    p_agent_id text, p_hostname text, p_pod text, p_namespace text, p_handlers text[],
-    p_version text, p_ttl_seconds integer, p_tzdata text)
+-- `p_api`: the version of the API the agent calls (agents.api), which the caller's version
+-- fixes: cs_housekeeping_v2 says 2, API 1's cs_housekeeping 1.
+-- Called by: cs_housekeeping_v2, cs_housekeeping (no grant: nobody else).
+CREATE OR REPLACE FUNCTION cs_housekeeping_as(
+    p_api integer, p_agent_id text, p_hostname text, p_pod text, p_namespace text,
+    p_handlers text[], p_version text, p_ttl_seconds integer, p_tzdata text)
 RETURNS TABLE (present bigint, orphaned bigint, exhausted bigint, overdue bigint,
                claimable boolean, notified boolean, db_now timestamptz, system_identifier text,
                timeline integer, durability text, joined boolean, peers text[],
                next_expiry timestamptz)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, {schema}, pg_temp
     SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
@@ -521,15 +537,16 @@ END IF;
 RETURN QUERY
 WITH presence AS (
     INSERT INTO agents (agent_id, hostname, pod, namespace, handlers, handlers_digest, version,
-                        ttl_seconds, tzdata, durability, login_role)
+                        ttl_seconds, tzdata, durability, login_role, api)
     VALUES (p_agent_id, p_hostname, p_pod, p_namespace, coalesce(p_handlers, ARRAY[]::text[]),
             md5(array_to_string(p_handlers, E'\n')), p_version, p_ttl_seconds, p_tzdata,
-            (SELECT d.durability FROM {schema}.database_identity() d), session_user)
+            (SELECT d.durability FROM {schema}.database_identity() d), session_user, p_api)
     ON CONFLICT (agent_id) DO UPDATE
     SET last_seen = now(), handlers = coalesce(p_handlers, agents.handlers),
         handlers_digest = coalesce(EXCLUDED.handlers_digest, agents.handlers_digest),
         ttl_seconds = EXCLUDED.ttl_seconds, stopped_at = NULL, durability = EXCLUDED.durability,
-        login_role = coalesce(agents.login_role, EXCLUDED.login_role)
+        login_role = coalesce(agents.login_role, EXCLUDED.login_role), version = EXCLUDED.version,
+        api = EXCLUDED.api
     WHERE {schema}.cs_owns_presence(agents.login_role)
     RETURNING agents.handlers, agents.handlers_digest
 ),
@@ -596,10 +613,24 @@ FROM {schema}.database_identity() i;
 END
 $$;
 
+-- Housekeeping (cs_housekeeping_as) for an agent of API 2.
+-- Called by: agents (`claimsched roles`).
+CREATE OR REPLACE FUNCTION cs_housekeeping_v2(
+    p_agent_id text, p_hostname text, p_pod text, p_namespace text, p_handlers text[],
+    p_version text, p_ttl_seconds integer, p_tzdata text)
+RETURNS TABLE (present bigint, orphaned bigint, exhausted bigint, overdue bigint,
+               claimable boolean, notified boolean, db_now timestamptz, system_identifier text,
+               timeline integer, durability text, joined boolean, peers text[],
+               next_expiry timestamptz)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
+SELECT * FROM {schema}.cs_housekeeping_as(2, p_agent_id, p_hostname, p_pod, p_namespace,
+                                          p_handlers, p_version, p_ttl_seconds, p_tzdata)
+$$;
+
 -- Graceful shutdown: end this agent's leases now, so that housekeeping orphans them (the agent
 -- sweeps at once after it: agent.py).
 -- Called by: agents (`claimsched roles`).
-CREATE OR REPLACE FUNCTION cs_release(p_agent_id text, p_ids bigint[], p_lease_tokens uuid[])
+CREATE OR REPLACE FUNCTION cs_release_v2(p_agent_id text, p_ids bigint[], p_lease_tokens uuid[])
 RETURNS TABLE (id bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp
     SET enable_seqscan = off AS $$
@@ -617,7 +648,7 @@ $$;
 -- Graceful shutdown: this agent is gone (its peers are told, to take over its turns). Only
 -- the login that created the agent's row may say so (cs_owns_presence).
 -- Called by: agents (`claimsched roles`).
-CREATE OR REPLACE FUNCTION cs_agent_stopped(p_agent_id text)
+CREATE OR REPLACE FUNCTION cs_agent_stopped_v2(p_agent_id text)
 RETURNS TABLE (agent_id text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
 #variable_conflict use_column
@@ -636,7 +667,7 @@ $$;
 -- (attempt + 1, a key update) can pass it meanwhile, so the fence holds at commit. The
 -- receipt is for the run's own job: a lease of one job never writes another job's receipts.
 -- Called by: agents (`claimsched roles`).
-CREATE OR REPLACE FUNCTION cs_effect(
+CREATE OR REPLACE FUNCTION cs_effect_v2(
     p_run_id bigint, p_fire_time timestamptz, p_agent_id text, p_attempt integer,
     p_lease_token uuid, p_entity text, p_job_name text)
 RETURNS TABLE (owned boolean, inserted boolean)
@@ -672,7 +703,7 @@ $$;
 -- the row changed, `created` whether it is new. A job outside the caller's scope (a scoped
 -- role's: cs_in_scope) is not written.
 -- Called by: the operator and the CLI (`claimsched roles`); agents declare through
--- cs_declare_schedule.
+-- cs_declare_schedule_v2.
 CREATE OR REPLACE FUNCTION cs_upsert_schedule(p_spec jsonb)
 RETURNS TABLE (source text, owner text, written boolean, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
@@ -709,7 +740,7 @@ $$;
 -- An agent declares the schedules of its code: always as a code declaration (source 'code',
 -- no owner), so it never takes over a row the operator or the CLI owns; nor a job outside its
 -- scope (cs_upsert_schedule).
-CREATE OR REPLACE FUNCTION cs_declare_schedule(p_spec jsonb)
+CREATE OR REPLACE FUNCTION cs_declare_schedule_v2(p_spec jsonb)
 RETURNS TABLE (source text, owner text, written boolean, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
 #variable_conflict use_column
@@ -778,9 +809,112 @@ SELECT EXISTS (SELECT 1 FROM job),
 END
 $$;
 
+-- API 1: what the agents of claimsched 0.1.0 call, with that release's names, arguments and
+-- result columns, each a thin wrapper over its API 2 version (SECURITY DEFINER too, so EXECUTE
+-- on these alone suffices, as 0.1.0's `claimsched roles` granted it). Those agents never send
+-- cs_complete the status 'fenced_out', and their housekeeping has no `next_expiry`.
+-- Called by: agents of claimsched 0.1.0 (`claimsched roles`), until a later release drops
+-- API 1 (migration 0017).
+CREATE OR REPLACE FUNCTION cs_claim(
+    p_agent_id text, p_capacity integer, p_jobs text[], p_fire_times timestamptz[],
+    p_wants text[], p_reasons text[], p_latest boolean[], p_since timestamptz[])
+RETURNS TABLE (job_name text, fire_time timestamptz, outcome text, id bigint, attempt integer,
+               lease_token uuid, lease_until timestamptz, started_at timestamptz,
+               lease_seconds integer, heartbeat_seconds integer, max_attempts integer,
+               retry_on_failure boolean, notified boolean, db_now timestamptz)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
+SELECT * FROM {schema}.cs_claim_v2(p_agent_id, p_capacity, p_jobs, p_fire_times, p_wants,
+                                   p_reasons, p_latest, p_since)
+$$;
+
+CREATE OR REPLACE FUNCTION cs_reclaim(p_agent_id text, p_jobs text[], p_capacity integer)
+RETURNS TABLE (id bigint, job_name text, fire_time timestamptz, kind text, attempt integer,
+               lease_token uuid, lease_until timestamptz, started_at timestamptz,
+               orphan_count integer,
+               lease_seconds integer, heartbeat_seconds integer, max_attempts integer,
+               retry_on_failure boolean, db_now timestamptz)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
+SELECT * FROM {schema}.cs_reclaim_v2(p_agent_id, p_jobs, p_capacity)
+$$;
+
+CREATE OR REPLACE FUNCTION cs_heartbeat(
+    p_agent_id text, p_ids bigint[], p_fire_times timestamptz[], p_attempts integer[],
+    p_lease_tokens uuid[], p_leases double precision[])
+RETURNS TABLE (id bigint)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
+SELECT * FROM {schema}.cs_heartbeat_v2(p_agent_id, p_ids, p_fire_times, p_attempts,
+                                       p_lease_tokens, p_leases)
+$$;
+
+CREATE OR REPLACE FUNCTION cs_complete(
+    p_agent_id text, p_ids bigint[], p_fire_times timestamptz[], p_attempts integer[],
+    p_lease_tokens uuid[], p_statuses text[], p_errors text[], p_retries boolean[],
+    p_max_attempts integer[], p_backoffs double precision[])
+RETURNS TABLE (id bigint, retry_at timestamptz)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
+SELECT * FROM {schema}.cs_complete_v2(p_agent_id, p_ids, p_fire_times, p_attempts,
+                                      p_lease_tokens, p_statuses, p_errors, p_retries,
+                                      p_max_attempts, p_backoffs)
+$$;
+
+CREATE OR REPLACE FUNCTION cs_housekeeping(
+    p_agent_id text, p_hostname text, p_pod text, p_namespace text, p_handlers text[],
+    p_version text, p_ttl_seconds integer, p_tzdata text)
+RETURNS TABLE (present bigint, orphaned bigint, exhausted bigint, overdue bigint,
+               claimable boolean, notified boolean, db_now timestamptz, system_identifier text,
+               timeline integer, durability text, joined boolean, peers text[])
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
+SELECT h.present, h.orphaned, h.exhausted, h.overdue, h.claimable, h.notified, h.db_now,
+       h.system_identifier, h.timeline, h.durability, h.joined, h.peers
+FROM {schema}.cs_housekeeping_as(1, p_agent_id, p_hostname, p_pod, p_namespace, p_handlers,
+                                 p_version, p_ttl_seconds, p_tzdata) AS h
+$$;
+
+CREATE OR REPLACE FUNCTION cs_release(p_agent_id text, p_ids bigint[], p_lease_tokens uuid[])
+RETURNS TABLE (id bigint)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
+SELECT * FROM {schema}.cs_release_v2(p_agent_id, p_ids, p_lease_tokens)
+$$;
+
+CREATE OR REPLACE FUNCTION cs_agent_stopped(p_agent_id text)
+RETURNS TABLE (agent_id text)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
+SELECT * FROM {schema}.cs_agent_stopped_v2(p_agent_id)
+$$;
+
+CREATE OR REPLACE FUNCTION cs_effect(
+    p_run_id bigint, p_fire_time timestamptz, p_agent_id text, p_attempt integer,
+    p_lease_token uuid, p_entity text, p_job_name text)
+RETURNS TABLE (owned boolean, inserted boolean)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
+SELECT * FROM {schema}.cs_effect_v2(p_run_id, p_fire_time, p_agent_id, p_attempt,
+                                    p_lease_token, p_entity, p_job_name)
+$$;
+
+CREATE OR REPLACE FUNCTION cs_declare_schedule(p_spec jsonb)
+RETURNS TABLE (source text, owner text, written boolean, created boolean)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
+SELECT * FROM {schema}.cs_declare_schedule_v2(p_spec)
+$$;
+
+-- The live agents that call version `p_api` of the agent API (agents.api), with their release:
+-- what `claimsched migrate` says still uses each version it serves, and what must be gone
+-- before a later release's migration may drop one.
+-- Called by: the schema's owner (migrate; no grant: nobody else).
+CREATE OR REPLACE FUNCTION cs_api_callers(p_api integer)
+RETURNS TABLE (agent_id text, version text)
+LANGUAGE sql STABLE SET search_path = pg_catalog, {schema}, pg_temp AS $$
+SELECT a.agent_id, a.version FROM agents a
+WHERE a.api = p_api AND a.stopped_at IS NULL
+  AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
+ORDER BY a.agent_id
+$$;
+
 -- Nobody but the owner calls these until `claimsched roles` grants them, but for the roles
 -- that could call a function before this file ran: a function dropped above, for a new
--- signature, is granted again to the callers of the one it replaces (by name).
+-- signature, is granted again to the callers of the one it replaces (by name), and each
+-- version of an agent function (cs_<name>, cs_<name>_vN) to the callers of any version of it,
+-- so that a migrate leaves the agents of both releases working before `claimsched roles`.
 DO $$
 DECLARE
     f regprocedure;
@@ -790,8 +924,10 @@ BEGIN
     LOOP
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
     END LOOP;
-    FOR f, grantee IN SELECT c.f, k.grantee
-                      FROM pg_temp.cs_functions c JOIN pg_temp.cs_callers k ON k.name = c.name
+    FOR f, grantee IN SELECT DISTINCT c.f, k.grantee
+                      FROM pg_temp.cs_functions c
+                      JOIN pg_temp.cs_callers k
+                        ON k.name = regexp_replace(c.name, '_v[0-9]+$', '')
     LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', f, grantee);
     END LOOP;

@@ -75,6 +75,32 @@ ORDER BY 1
 -- Migrations already applied, oldest first.
 SELECT version FROM schema_version ORDER BY version
 
+-- name: serves_agent_api
+-- Whether this schema serves a version of the agent API (migration 0017): an agent accepts a
+-- schema newer than its release when it does.
+SELECT EXISTS (SELECT 1 FROM agent_apis WHERE api = %(api)s) AS served
+
+-- name: has_agent_apis
+-- Whether the schema lists the versions of the agent API it serves (migration 0017 made the
+-- table; an older schema served claimsched 0.1.0's functions only).
+SELECT to_regclass('agent_apis') IS NOT NULL
+
+-- name: served_agent_apis
+-- The versions of the agent API this schema serves.
+SELECT api FROM agent_apis
+
+-- name: api_callers
+-- The live agents that call one version of the agent API (sql/functions.sql's cs_api_callers).
+SELECT agent_id, version FROM cs_api_callers(%(api)s)
+
+-- name: agent_api_callers
+-- The versions of the agent API this schema serves, oldest first, each with the live agents
+-- that call it (sql/functions.sql's cs_api_callers), one row per agent (agent NULL: none).
+SELECT p.api, p.release, c.agent_id, c.version
+FROM agent_apis p
+LEFT JOIN LATERAL cs_api_callers(p.api) c ON true
+ORDER BY p.api, c.agent_id
+
 -- name: record_version
 -- Mark a migration as applied.
 INSERT INTO schema_version (version) VALUES (%(version)s) ON CONFLICT (version) DO NOTHING
@@ -129,8 +155,9 @@ SELECT * FROM cs_upsert_schedule(%(spec)s)
 
 -- name: declare_schedule
 -- An agent's code declaration: upsert_schedule as source 'code', whatever `spec` says
--- (sql/functions.sql's cs_declare_schedule), so an agent never takes over another owner's row.
-SELECT * FROM cs_declare_schedule(%(spec)s)
+-- (sql/functions.sql's cs_declare_schedule_v2), so an agent never takes over another owner's
+-- row.
+SELECT * FROM cs_declare_schedule_v2(%(spec)s)
 
 -- name: suspend_schedule
 -- Suspend a schedule (`claimsched suspend`): until %(until)s when given (it then resumes by
@@ -161,10 +188,10 @@ RETURNING job_name
 
 -- name: claim
 -- Claim due occurrences in one statement; one row per candidate with its outcome.
--- The statement and what it decides: sql/functions.sql's cs_claim.
-SELECT * FROM cs_claim(%(agent_id)s, %(capacity)s::integer, %(jobs)s::text[],
-                       %(fire_times)s::timestamptz[], %(wants)s::text[], %(reasons)s::text[],
-                       %(latest)s::boolean[], %(since)s::timestamptz[])
+-- The statement and what it decides: sql/functions.sql's cs_claim_v2.
+SELECT * FROM cs_claim_v2(%(agent_id)s, %(capacity)s::integer, %(jobs)s::text[],
+                          %(fire_times)s::timestamptz[], %(wants)s::text[], %(reasons)s::text[],
+                          %(latest)s::boolean[], %(since)s::timestamptz[])
 
 -- name: unclaimed
 -- Of these occurrences (parallel arrays), those no run row holds yet: a peer's check of the
@@ -179,47 +206,47 @@ WHERE NOT EXISTS (SELECT 1 FROM job_runs r
 
 -- name: reclaim
 -- Take over runs that want an owner (pending, orphaned, retry due): attempt + 1.
--- The statement and what it decides: sql/functions.sql's cs_reclaim.
-SELECT * FROM cs_reclaim(%(agent_id)s, %(jobs)s::text[], %(capacity)s::integer)
+-- The statement and what it decides: sql/functions.sql's cs_reclaim_v2.
+SELECT * FROM cs_reclaim_v2(%(agent_id)s, %(jobs)s::text[], %(capacity)s::integer)
 
 -- name: heartbeat
 -- Renew the leases this agent still owns; a missing id is a lost lease.
--- The statement and what it decides: sql/functions.sql's cs_heartbeat.
-SELECT * FROM cs_heartbeat(%(agent_id)s, %(ids)s::bigint[], %(fire_times)s::timestamptz[],
-                           %(attempts)s::integer[], %(lease_tokens)s::uuid[],
-                           %(leases)s::double precision[])
+-- The statement and what it decides: sql/functions.sql's cs_heartbeat_v2.
+SELECT * FROM cs_heartbeat_v2(%(agent_id)s, %(ids)s::bigint[], %(fire_times)s::timestamptz[],
+                              %(attempts)s::integer[], %(lease_tokens)s::uuid[],
+                              %(leases)s::double precision[])
 
 -- name: complete
 -- Record the outcome of finished runs, fenced by owner, attempt and lease token (batched).
--- The statement and what it decides: sql/functions.sql's cs_complete.
-SELECT * FROM cs_complete(%(agent_id)s, %(ids)s::bigint[], %(fire_times)s::timestamptz[],
-                          %(attempts)s::integer[], %(lease_tokens)s::uuid[],
-                          %(statuses)s::text[], %(errors)s::text[],
-                          %(retries)s::boolean[], %(max_attempts)s::integer[],
-                          %(backoffs)s::double precision[])
+-- The statement and what it decides: sql/functions.sql's cs_complete_v2.
+SELECT * FROM cs_complete_v2(%(agent_id)s, %(ids)s::bigint[], %(fire_times)s::timestamptz[],
+                             %(attempts)s::integer[], %(lease_tokens)s::uuid[],
+                             %(statuses)s::text[], %(errors)s::text[],
+                             %(retries)s::boolean[], %(max_attempts)s::integer[],
+                             %(backoffs)s::double precision[])
 
 -- name: housekeeping
 -- Presence, reaper and max_runtime in one cheap statement, every few seconds.
--- The statement and what it decides: sql/functions.sql's cs_housekeeping.
-SELECT * FROM cs_housekeeping(%(agent_id)s, %(hostname)s, %(pod)s, %(namespace)s,
-                              %(handlers)s::text[], %(version)s, %(ttl_seconds)s::integer,
-                              %(tzdata)s)
+-- The statement and what it decides: sql/functions.sql's cs_housekeeping_v2.
+SELECT * FROM cs_housekeeping_v2(%(agent_id)s, %(hostname)s, %(pod)s, %(namespace)s,
+                                 %(handlers)s::text[], %(version)s, %(ttl_seconds)s::integer,
+                                 %(tzdata)s)
 
 -- name: release
 -- Graceful shutdown: end this agent's leases now.
--- The statement and what it decides: sql/functions.sql's cs_release.
-SELECT * FROM cs_release(%(agent_id)s, %(ids)s::bigint[], %(lease_tokens)s::uuid[])
+-- The statement and what it decides: sql/functions.sql's cs_release_v2.
+SELECT * FROM cs_release_v2(%(agent_id)s, %(ids)s::bigint[], %(lease_tokens)s::uuid[])
 
 -- name: agent_stopped
 -- Graceful shutdown: this agent is gone.
--- The statement and what it decides: sql/functions.sql's cs_agent_stopped.
-SELECT * FROM cs_agent_stopped(%(agent_id)s)
+-- The statement and what it decides: sql/functions.sql's cs_agent_stopped_v2.
+SELECT * FROM cs_agent_stopped_v2(%(agent_id)s)
 
 -- name: effect
 -- Record a side effect's receipt if this run still owns its occurrence.
--- The statement and what it decides: sql/functions.sql's cs_effect.
-SELECT * FROM cs_effect(%(run_id)s::bigint, %(fire_time)s, %(agent_id)s, %(attempt)s::integer,
-                        %(lease_token)s::uuid, %(entity)s, %(job_name)s)
+-- The statement and what it decides: sql/functions.sql's cs_effect_v2.
+SELECT * FROM cs_effect_v2(%(run_id)s::bigint, %(fire_time)s, %(agent_id)s,
+                           %(attempt)s::integer, %(lease_token)s::uuid, %(entity)s, %(job_name)s)
 
 -- name: search_path
 -- The session's search_path, to put back after a receipt written in the app's transaction.
@@ -282,9 +309,10 @@ ORDER BY r.fire_time DESC, r.id DESC
 LIMIT %(limit)s
 
 -- name: list_agents
--- Agents seen recently, and whether they are alive by their own time-to-live.
-SELECT agent_id, hostname, pod, namespace, handlers, version, tzdata, started_at, last_seen,
-       durability,
+-- Agents seen recently, and whether they are alive by their own time-to-live; `api` is the
+-- version of the agent API each one calls (sql/functions.sql).
+SELECT agent_id, hostname, pod, namespace, handlers, version, api, tzdata, started_at,
+       last_seen, durability,
        (stopped_at IS NULL AND last_seen + make_interval(secs => ttl_seconds) > now()) AS alive
 FROM agents
 ORDER BY last_seen DESC

@@ -69,6 +69,22 @@ GRANT EXECUTE ON FUNCTION
     {schema}.cs_effect(bigint, timestamptz, text, integer, uuid, text, text),
     {schema}.cs_declare_schedule(jsonb)
 TO {agent};
+-- The agent API in each version this schema serves (sql/functions.sql): API 1 above, for the
+-- agents of claimsched 0.1.0 during a rolling upgrade; API 2 here, for this release's.
+GRANT EXECUTE ON FUNCTION
+    {schema}.cs_claim_v2(text, integer, text[], timestamptz[], text[], text[], boolean[],
+                         timestamptz[]),
+    {schema}.cs_reclaim_v2(text, text[], integer),
+    {schema}.cs_heartbeat_v2(text, bigint[], timestamptz[], integer[], uuid[],
+                             double precision[]),
+    {schema}.cs_complete_v2(text, bigint[], timestamptz[], integer[], uuid[], text[], text[],
+                            boolean[], integer[], double precision[]),
+    {schema}.cs_housekeeping_v2(text, text, text, text, text[], text, integer, text),
+    {schema}.cs_release_v2(text, bigint[], uuid[]),
+    {schema}.cs_agent_stopped_v2(text),
+    {schema}.cs_effect_v2(bigint, timestamptz, text, integer, uuid, text, text),
+    {schema}.cs_declare_schedule_v2(jsonb)
+TO {agent};
 
 -- The operator: reads everything (status, `claimsched runs`, the web view); schedules and
 -- requested runs through functions; suspend, resume, disable and release as plain UPDATEs of

@@ -25,12 +25,14 @@ def python_path(*folders: Path) -> str:
 
 
 def spawn_agent(
-    target: str, env: dict[str, str], log: Path, **popen: Any
+    target: str, env: dict[str, str], log: Path, *, python: str | Path = sys.executable,
+    **popen: Any
 ) -> subprocess.Popen[bytes]:
-    """Start `claimsched agent TARGET` with this environment; stdout and stderr go to `log`."""
+    """Start `claimsched agent TARGET` with this environment; stdout and stderr go to `log`.
+    `python` is the interpreter whose claimsched runs it: this one's, or another release's."""
     with open(log, "wb") as sink:
         return subprocess.Popen(
-            [sys.executable, "-m", "claimsched.cli", "agent", target],
+            [str(python), "-m", "claimsched.cli", "agent", target],
             env=env,
             stdout=sink,
             stderr=subprocess.STDOUT,
