@@ -390,3 +390,74 @@ def test_a_team_reads_only_its_own_jobs_rows_with_its_roles_and_in_the_web_view(
         for role in [*made, f"tenancy_operator_{suffix}"]:
             run_sql(dsn, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
             run_sql(dsn, sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_a_scope_by_name_holds_no_other_teams_job_that_the_name_would_match_as_a_pattern(
+        dsn: str, store: Store) -> None:
+    """Team B's role, scoped with `--jobs daily_report` (one job, its own), must not claim team
+    A's `daily-report`, which the LIKE pattern daily_report would match ('_': any one
+    character)."""
+    suffix = f"{os.getpid()}_{next(_counter)}"
+    role = f"team_b_agent_{suffix}"
+    assert claimsched(["roles", "--agent-role", role, "--operator-role",
+                       f"tenancy_operator_{suffix}", "--jobs", "daily_report", "--dsn", dsn]) == 0
+    password = secrets.token_hex(12)
+    run_sql(dsn, sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(role),
+                                                             sql.Literal(password)))
+    team_b = psycopg.conninfo.make_conninfo(dsn, user=role, password=password)
+    try:
+        for job, owner in (("daily-report", "team-a/daily-report"),
+                           ("daily_report", "team-b/daily-report")):
+            store.upsert_schedule(JobSpec(job_name=job, schedule="@yearly", source="operator",
+                                          owner=owner))
+            store.request_runs(job, [datetime.now(UTC) - timedelta(seconds=5)], "manual")
+        (active_since,) = run_sql(dsn, "UPDATE job_schedule SET active_since = now() - interval"
+                                       " '1 hour' RETURNING active_since")[0]
+        as_b = Store(team_b)
+        as_b.open()
+        try:
+            taken = as_b.reclaim("team-b-0", ["daily-report", "daily_report"], 4)
+            claimed = as_b.claim("team-b-0", [Candidate(
+                "daily-report", datetime.now(UTC) - timedelta(seconds=1), active_since)], 1)
+        finally:
+            as_b.close()
+        assert [t.job_name for t in taken] == ["daily_report"]
+        assert claimed is not None and [c.outcome for c in claimed[1]] == ["inactive"]
+        assert run_sql(dsn, "SELECT status FROM job_runs WHERE job_name = 'daily-report'") == [
+            ("pending",)]
+    finally:
+        for name in (role, f"tenancy_operator_{suffix}"):
+            run_sql(dsn, sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
+            run_sql(dsn, sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+
+
+def test_a_function_another_team_put_in_the_schema_never_runs_inside_a_claim(
+        dsn: str, store: Store, teams: tuple[Team, Team]) -> None:
+    """Team B's role, let CREATE in claimsched's schema (a grant made after `migrate`, which
+    would have refused it), puts a gen_random_uuid() there that empties the scopes and fixes
+    the lease token, and a now() that never ends a lease. Team A's agent claims and runs its
+    job all the same: the built-in functions are found first, inside every function."""
+    team_a, team_b = teams
+    run_sql(dsn, sql.SQL("GRANT CREATE ON SCHEMA claimsched TO {}").format(
+        sql.Identifier(team_b.role)))
+    run_sql(team_b.dsn, """
+        CREATE FUNCTION claimsched.gen_random_uuid() RETURNS uuid LANGUAGE plpgsql AS $$
+        BEGIN
+            DELETE FROM claimsched.agent_scopes;
+            RETURN '00000000-0000-0000-0000-000000000001';
+        END $$;
+        CREATE FUNCTION claimsched.now() RETURNS timestamptz LANGUAGE sql
+            AS $$ SELECT 'infinity'::timestamptz $$""")
+    store.upsert_schedule(JobSpec(job_name="billing", schedule="@yearly", source="operator",
+                                  owner="team-a/billing"))
+    ran = threading.Event()
+    agent = Agent(team_a.dsn, agent_id="team-a-0", migrate=False, housekeeping_seconds=0.3,
+                  shutdown_grace_seconds=2)
+    agent.job("billing")(lambda run: ran.set())
+    with agent:
+        store.request_runs("billing", [datetime.now(UTC) - timedelta(seconds=1)], "manual")
+        assert ran.wait(15), "team A's agent never ran its job"
+        wait_for(lambda: run_sql(dsn, "SELECT status FROM job_runs") == [("done",)], "done")
+    assert run_sql(dsn, "SELECT count(*) FROM agent_scopes") == [(2,)]
+    assert run_sql(dsn, "SELECT lease_token::text <> '00000000-0000-0000-0000-000000000001',"
+                        " finished_at < 'infinity' FROM job_runs") == [(True, True)]
