@@ -86,12 +86,13 @@ def test_the_schema_serves_api_2_as_released_and_api_1_with_its_shapes(dsn: str)
 
 def test_presence_says_which_api_an_agent_calls_as_it_changes_release(
         store: Store, dsn: str) -> None:
-    store.housekeeping("a1", ["nightly"], {**PRESENCE, "version": "0.2.0"})
+    # alive for 10 minutes: a loaded machine's seconds between the calls do not end it
+    store.housekeeping("a1", ["nightly"], {**PRESENCE, "version": "0.2.0", "ttl_seconds": 600})
     agent = "SELECT version, api FROM agents WHERE agent_id = 'a1'"
     assert run_sql(dsn, agent) == [("0.2.0", 2)]
     # The same agent id, rolled back to 0.1.0: its housekeeping is API 1's.
     (present,) = run_sql(dsn, "SELECT present FROM cs_housekeeping('a1', 'h', NULL, NULL, NULL,"
-                              " '0.1.0', 9, 't')")
+                              " '0.1.0', 600, 't')")
     assert present == (1,)
     assert run_sql(dsn, agent) == [("0.1.0", 1)]
     assert [(api.api, api.callers) for api in store.agent_apis()] == [

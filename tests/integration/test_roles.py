@@ -509,3 +509,17 @@ def test_a_scope_by_name_is_that_job_alone_and_roles_says_which_jobs_it_matches(
                        "--dsn", dsn]) == 0
     assert "acts for the jobs of its scope: today daily_report, team-a-x" in \
         capsys.readouterr().out
+
+
+def test_the_agent_role_polls_behind_a_pooler_for_its_own_row_only(
+        logins: Logins, as_agent: Store, store: Store, dsn: str) -> None:
+    """Poll mode (no LISTEN through pgbouncer) as the least-privilege role: it may read neither
+    the agents table nor another login's row, and still learns that its runs want an owner."""
+    store.upsert_schedule(JobSpec(job_name="nightly", schedule="@yearly", source="cli"))
+    as_agent.housekeeping("a1", ["nightly"], PRESENCE)
+    store.housekeeping("o1", ["nightly"], PRESENCE)  # the owner's own agent, another login
+    epoch, claimable = as_agent.poll("a1")
+    assert epoch and claimable is False
+    store.request_runs("nightly", [past(5)], "manual")
+    assert as_agent.poll("a1") == (epoch, True)
+    assert as_agent.poll("o1") == (epoch, False)  # not its row: nothing to say

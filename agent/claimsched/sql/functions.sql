@@ -645,6 +645,27 @@ RETURNING r.id;
 END
 $$;
 
+-- Behind a pooler without a listen_dsn: what NOTIFY would have said, asked every few seconds.
+-- `schedules`: a fingerprint of the schedules, their epoch, which moves at every commit that
+-- wrote them, in commit order, whichever writer began first (migration 0015). `claimable`:
+-- whether a run of the jobs in the caller's own presence row (cs_owns_presence; another
+-- login's row says nothing) wants an owner. SECURITY DEFINER: the agent role may read neither
+-- the agents table nor other teams' runs.
+-- Called by: agents (`claimsched roles`).
+CREATE OR REPLACE FUNCTION cs_poll_v2(p_agent_id text)
+RETURNS TABLE (schedules text, claimable boolean)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, {schema}, pg_temp AS $$
+SELECT (SELECT e.epoch::text FROM schedule_epoch e),
+       EXISTS (SELECT 1
+               FROM (SELECT DISTINCT r.job_name FROM job_runs r
+                     WHERE (r.status = 'pending' AND r.fire_time <= now())
+                        OR r.status = 'orphaned' OR (r.status = 'failed' AND r.retry_at <= now())
+                     OFFSET 0) w  -- a filter over the few wanted jobs, not 100,000 probes
+               WHERE w.job_name = ANY ((SELECT a.handlers FROM agents a
+                                        WHERE a.agent_id = p_agent_id
+                                          AND {schema}.cs_owns_presence(a.login_role))::text[]))
+$$;
+
 -- Graceful shutdown: this agent is gone (its peers are told, to take over its turns). Only
 -- the login that created the agent's row may say so (cs_owns_presence).
 -- Called by: agents (`claimsched roles`).
@@ -913,8 +934,9 @@ $$;
 -- Nobody but the owner calls these until `claimsched roles` grants them, but for the roles
 -- that could call a function before this file ran: a function dropped above, for a new
 -- signature, is granted again to the callers of the one it replaces (by name), and each
--- version of an agent function (cs_<name>, cs_<name>_vN) to the callers of any version of it,
--- so that a migrate leaves the agents of both releases working before `claimsched roles`.
+-- version of an agent function (cs_<name>, cs_<name>_vN) to the callers of any version of it
+-- (a function new in a version, to the callers of cs_housekeeping: every agent), so that a
+-- migrate leaves the agents of both releases working before `claimsched roles`.
 DO $$
 DECLARE
     f regprocedure;
@@ -927,7 +949,10 @@ BEGIN
     FOR f, grantee IN SELECT DISTINCT c.f, k.grantee
                       FROM pg_temp.cs_functions c
                       JOIN pg_temp.cs_callers k
-                        ON k.name = regexp_replace(c.name, '_v[0-9]+$', '')
+                        ON k.name = CASE regexp_replace(c.name, '_v[0-9]+$', '')
+                                    -- new in API 2: to every agent (all call housekeeping)
+                                    WHEN 'cs_poll' THEN 'cs_housekeeping'
+                                    ELSE regexp_replace(c.name, '_v[0-9]+$', '') END
     LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', f, grantee);
     END LOOP;

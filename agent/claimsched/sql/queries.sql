@@ -32,18 +32,9 @@ WHERE current_setting('synchronous_commit') IN ('off', 'local', 'remote_write')
 SELECT system_identifier, timeline, durability FROM database_identity()
 
 -- name: poll
--- Behind a pooler without a listen_dsn: what NOTIFY would have said, asked every few seconds.
--- A fingerprint of the schedules, their epoch: it moves at every commit that wrote them, in
--- commit order, whichever writer began first (migration 0015); and whether a run this agent
--- could take wants an owner (its jobs: the list housekeeping keeps in its agents row).
-SELECT (SELECT epoch::text FROM schedule_epoch) AS schedules,
-       EXISTS (SELECT 1
-               FROM (SELECT DISTINCT r.job_name FROM job_runs r
-                     WHERE r.status IN ('pending', 'orphaned')
-                        OR (r.status = 'failed' AND r.retry_at <= now())
-                     OFFSET 0) w  -- a filter over the few wanted jobs, not 100,000 probes
-               WHERE w.job_name = ANY((SELECT a.handlers FROM agents a
-                                       WHERE a.agent_id = %(agent_id)s)::text[])) AS claimable
+-- Behind a pooler without a listen_dsn: the schedules' fingerprint, and whether runs of this
+-- agent's jobs want an owner. The statement and what it decides: sql/functions.sql's cs_poll_v2.
+SELECT * FROM cs_poll_v2(%(agent_id)s)
 
 -- name: current_database
 -- The database connected to (`claimsched roles` grants CONNECT on it).

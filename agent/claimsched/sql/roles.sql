@@ -83,7 +83,8 @@ GRANT EXECUTE ON FUNCTION
     {schema}.cs_release_v2(text, bigint[], uuid[]),
     {schema}.cs_agent_stopped_v2(text),
     {schema}.cs_effect_v2(bigint, timestamptz, text, integer, uuid, text, text),
-    {schema}.cs_declare_schedule_v2(jsonb)
+    {schema}.cs_declare_schedule_v2(jsonb),
+    {schema}.cs_poll_v2(text)
 TO {agent};
 
 -- The operator: reads everything (status, `claimsched runs`, the web view); schedules and
