@@ -118,7 +118,8 @@ def dead_fleet(
     name: str | None = None,
 ) -> Path:
     """How long after a whole fleet stopped (SIGTERM: it signs off; SIGKILL: its presence
-    expires) `claimsched status` says the job is unhealthy (exit 2), polled twice a second."""
+    expires), counted from its last replica's exit, `claimsched status` says the job is
+    unhealthy (exit 2), polled twice a second (each poll a CLI process of its own)."""
     name = name or f"f-fleet-r{replicas}"
     job = {"name": "tick", "schedule": "@every 2s", "after": "tick"}
     found: dict[str, list[float]] = {"SIGTERM": [], "SIGKILL": []}
@@ -151,14 +152,14 @@ def _one_fleet(group: Replicas, replicas: int, trial: int, how: str) -> float:
     names = [f"{how.lower()}{trial}-{i}" for i in range(replicas)]
     _start(group, names)
     _wait(lambda: _status(group) == 0, 60, "a healthy job", 0.5)
-    ((stopped_at,),) = group.query("SELECT clock_timestamp()")
     for replica in names:
         group.running[replica].signal(getattr(signal, how))
     for replica in names:
         group.running[replica].process.wait(30)
+    ((gone_at,),) = group.query("SELECT clock_timestamp()")  # the last replica has exited
     _wait(lambda: _status(group) == 2, 300, "status to see the dead fleet", 0.5)
     ((seen_at,),) = group.query("SELECT clock_timestamp()")
-    return float((seen_at - stopped_at).total_seconds())
+    return float((seen_at - gone_at).total_seconds())
 
 
 def _status(group: Replicas) -> int:
