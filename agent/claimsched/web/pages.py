@@ -10,12 +10,15 @@ from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 from ..version import __version__
+from . import model
 from .model import Agent, Detail, Overview, RunDetail, Summary
 from .occurrences import CLASSES, MEANING, Occurrence, classify, counts
 from .style import CSS
 from .verdict import Health, judge
 
 SQUARE, GAP = 12, 3  # strip squares, px
+UTC_NAMES = frozenset({"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Universal", "Zulu", "Etc/Zulu",
+                       "GMT", "Etc/GMT"})  # zones that are UTC itself: a time shown once
 TIMELINE_WIDTH, TIMELINE_HEIGHT = 960, 64
 TABLE_ROWS = 100  # newest occurrences listed under the timeline
 _ALIVE, _GONE = '<span class="alive">live</span>', '<span class="dead">gone</span>'
@@ -61,7 +64,7 @@ def overview(data: Overview) -> str:
         + (rows or '<tr><td colspan="8" class="muted">no schedules yet</td></tr>')
         + "</tbody></table>"
     )
-    return _page("Schedules", body, data.now)
+    return _page("Schedules", body, data.now, "/api/schedules")
 
 
 def schedule(data: Detail) -> str:
@@ -89,16 +92,16 @@ def schedule(data: Detail) -> str:
         f"<dt>last success</dt><dd>{_ago(s.last_success, data.now, zone)}</dd>"
         f'<dt>live agents</dt><dd data-count="live-agents">{s.live_agents}</dd>'
         "</dl>"
-        f"<h2>The last {(data.now - data.since).days} days</h2>"
+        f"<h2>{_timeline_title(data.timeline, data.since, data.now)}</h2>"
         f'<p class="summary">{tallies or "no occurrences"}</p>'
         + _legend()
-        + _timeline(data.timeline, data.since, data.now, zone)
+        + _timeline(data.timeline, _timeline_start(data.timeline, data.since), data.now, zone)
         + "<h2>Next fires</h2>" + suspended
         + _next_fires(data)
         + f"<h2>Occurrences, newest first (at most {TABLE_ROWS})</h2>"
         + _occurrence_table(newest, zone)
     )
-    return _page(s.job_name, body, data.now)
+    return _page(s.job_name, body, data.now, f"/api{schedule_href(s.job_name)}")
 
 
 def run(data: RunDetail) -> str:
@@ -147,7 +150,7 @@ def run(data: RunDetail) -> str:
             f"</tr></thead><tbody>{effects}</tbody></table>" + more) if effects
            else '<p class="muted">none</p>')
     )
-    return _page(f"run {r.id}", body, data.now)
+    return _page(f"run {r.id}", body, data.now, f"/api{run_href(r.id)}")
 
 
 def agents(data: Sequence[Agent], now: datetime) -> str:
@@ -172,7 +175,7 @@ def agents(data: Sequence[Agent], now: datetime) -> str:
         + (rows or '<tr><td colspan="9" class="muted">no agents</td></tr>')
         + "</tbody></table>"
     )
-    return _page("Agents", body, now)
+    return _page("Agents", body, now, "/api/agents")
 
 
 def error(status: int, title: str, reason: str) -> str:
@@ -183,7 +186,8 @@ def error(status: int, title: str, reason: str) -> str:
 # -- parts -------------------------------------------------------------------------------------
 
 
-def _page(title: str, body: str, now: datetime | None) -> str:
+def _page(title: str, body: str, now: datetime | None, as_json: str = "/api/schedules") -> str:
+    """A whole page; its JSON link opens the same data as JSON (`as_json`)."""
     clock = f'<span class="clock">database time {_utc(now)}</span>' if now else ""
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
@@ -192,7 +196,7 @@ def _page(title: str, body: str, now: datetime | None) -> str:
         '<link rel="icon" href="data:,">'
         f"<style>{CSS}</style></head><body>"
         '<header><a class="brand" href="/">claimsched</a><nav><a href="/">Schedules</a>'
-        '<a href="/agents">Agents</a><a href="/api/schedules">JSON</a></nav>'
+        f'<a href="/agents">Agents</a><a href="{esc(as_json)}" data-field="json">JSON</a></nav>'
         f"{clock}</header><main>{body}</main>"
         f'<footer class="muted small">claimsched {esc(__version__)}, a read-only view</footer>'
         "</body></html>"
@@ -271,6 +275,22 @@ def _legend() -> str:
         f"<span>{_square(c)}{esc(MEANING[c])}</span>" for c in CLASSES) + "</div>"
 
 
+def _timeline_start(items: Sequence[Occurrence], since: datetime) -> datetime:
+    """Where the timeline begins: `since`, or, when its occurrences are the newest
+    TIMELINE_LIMIT only (a frequent schedule), the oldest of them: else they would all crowd
+    the last pixels of the days."""
+    if len(items) < model.TIMELINE_LIMIT:
+        return since
+    return max(since, min(o.fire_time for o in items))
+
+
+def _timeline_title(items: Sequence[Occurrence], since: datetime, now: datetime) -> str:
+    start = _timeline_start(items, since)
+    if start == since:
+        return f"The last {(now - since).days} days"
+    return f"The last {len(items)} occurrences ({_duration(now - start, rough=True)})"
+
+
 def _timeline(items: Sequence[Occurrence], since: datetime, now: datetime,
               zone: ZoneInfo) -> str:
     span = (now - since).total_seconds() or 1.0
@@ -280,15 +300,10 @@ def _timeline(items: Sequence[Occurrence], since: datetime, now: datetime,
         return left + (right - left) * (t - since).total_seconds() / span
 
     parts = []
-    day = since.astimezone(zone).replace(hour=0, minute=0, second=0, microsecond=0)
-    while day <= now:
-        midnight = day.astimezone(UTC)
-        if midnight >= since:
-            x = x_of(midnight)
-            parts.append(f'<line class="axis" x1="{x:.1f}" y1="12" x2="{x:.1f}" '
-                         f'y2="{TIMELINE_HEIGHT}"/><text x="{x + 3:.1f}" y="11">'
-                         f"{esc(day.strftime('%a %d %b'))}</text>")
-        day += timedelta(days=1)  # wall-clock arithmetic: the next local midnight
+    for tick, text in _ticks(since, now, zone):
+        x = x_of(tick)
+        parts.append(f'<line class="axis" x1="{x:.1f}" y1="12" x2="{x:.1f}" '
+                     f'y2="{TIMELINE_HEIGHT}"/><text x="{x + 3:.1f}" y="11">{esc(text)}</text>')
     for o in items:
         x = x_of(o.fire_time)
         label = f"{_utc(o.fire_time)}: {MEANING[o.cls]}"
@@ -298,6 +313,31 @@ def _timeline(items: Sequence[Occurrence], since: datetime, now: datetime,
     return (f'<svg class="timeline" width="{TIMELINE_WIDTH}" height="{TIMELINE_HEIGHT}" '
             f'viewBox="0 0 {TIMELINE_WIDTH} {TIMELINE_HEIGHT}" role="img" '
             'aria-label="occurrences over time">' + "".join(parts) + "</svg>")
+
+
+TICKS = (  # a timeline's tick steps, the shortest that gives at most 12 ticks
+    (timedelta(minutes=1), "%H:%M"), (timedelta(minutes=5), "%H:%M"),
+    (timedelta(minutes=15), "%H:%M"), (timedelta(hours=1), "%H:%M"),
+    (timedelta(hours=6), "%a %H:%M"), (timedelta(days=1), "%a %d %b"),
+)
+
+
+def _ticks(since: datetime, now: datetime, zone: ZoneInfo) -> list[tuple[datetime, str]]:
+    """The timeline's ticks: local midnights over days; minutes or hours over a shorter span."""
+    step, shown = next(((s, f) for s, f in TICKS if (now - since) / s <= 12), TICKS[-1])
+    if step >= timedelta(days=1):
+        day = since.astimezone(zone).replace(hour=0, minute=0, second=0, microsecond=0)
+        found = []
+        while day <= now:
+            if day.astimezone(UTC) >= since:
+                found.append((day.astimezone(UTC), day.strftime(shown)))
+            day += timedelta(days=1)  # wall-clock arithmetic: the next local midnight
+        return found
+    seconds = step.total_seconds()
+    first = datetime.fromtimestamp(-(-since.timestamp() // seconds) * seconds, UTC)
+    count = int((now - first) / step) + 1
+    return [(t, t.astimezone(zone).strftime(shown)) for t in (first + i * step
+                                                               for i in range(count))]
 
 
 def _next_fires(data: Detail) -> str:
@@ -373,6 +413,9 @@ def _local(value: datetime) -> str:
 
 
 def _both(value: datetime, zone: ZoneInfo) -> str:
+    """Local time and UTC; once only when the schedule's zone is UTC."""
+    if value.astimezone(zone).utcoffset() == timedelta(0) and zone.key in UTC_NAMES:
+        return _utc(value)
     return f"{esc(_local(value.astimezone(zone)))} <span class=\"muted small\">{_utc(value)}</span>"
 
 
