@@ -39,6 +39,20 @@ def past(seconds: float) -> datetime:
     return datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=seconds)
 
 
+#: What a role let CREATE in claimsched's schema would put there: a gen_random_uuid() that empties
+#: the scopes and fixes the lease token, and a now() that never ends a lease (the functions must
+#: find the built-in ones first).
+HIJACK = """
+CREATE FUNCTION claimsched.gen_random_uuid() RETURNS uuid LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM claimsched.agent_scopes;
+    RETURN '00000000-0000-0000-0000-000000000001';
+END $$;
+CREATE FUNCTION claimsched.now() RETURNS timestamptz LANGUAGE sql
+    AS $$ SELECT 'infinity'::timestamptz $$
+"""
+
+
 #: What an agent says of itself in housekeeping (claimsched.housekeeping.presence).
 PRESENCE = {"hostname": "h", "pod": None, "namespace": None, "version": "t", "ttl_seconds": 9,
             "tzdata": "2025b"}

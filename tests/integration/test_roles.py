@@ -27,7 +27,7 @@ from claimsched.errors import ConfigurationError, DatabaseError
 from claimsched.records import Candidate, Completion, Lease
 from claimsched.specs import JobSpec
 
-from .support import PRESENCE, past
+from .support import HIJACK, PRESENCE, past
 from .support import sql as run_sql
 
 _counter = itertools.count()
@@ -280,15 +280,6 @@ def test_a_callers_temporary_table_does_not_stand_in_for_claimschedules(
     assert renewed == [(lease.id,)]
 
 
-HIJACK = """
-CREATE FUNCTION claimsched.gen_random_uuid() RETURNS uuid LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM claimsched.agent_scopes;
-    RETURN '00000000-0000-0000-0000-000000000001';
-END $$;
-CREATE FUNCTION claimsched.now() RETURNS timestamptz LANGUAGE sql
-    AS $$ SELECT 'infinity'::timestamptz $$
-"""
 
 
 def test_a_function_put_in_claimscheds_schema_does_not_stand_in_for_a_built_in_one(

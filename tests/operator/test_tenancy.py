@@ -24,6 +24,7 @@ import pytest
 from psycopg import errors, sql
 from tests.helpers.kube_emulator import Served
 from tests.helpers.polling import wait_for
+from tests.integration.support import HIJACK
 from tests.integration.support import sql as run_sql
 
 from claimsched import Agent, Run
@@ -440,14 +441,7 @@ def test_a_function_another_team_put_in_the_schema_never_runs_inside_a_claim(
     team_a, team_b = teams
     run_sql(dsn, sql.SQL("GRANT CREATE ON SCHEMA claimsched TO {}").format(
         sql.Identifier(team_b.role)))
-    run_sql(team_b.dsn, """
-        CREATE FUNCTION claimsched.gen_random_uuid() RETURNS uuid LANGUAGE plpgsql AS $$
-        BEGIN
-            DELETE FROM claimsched.agent_scopes;
-            RETURN '00000000-0000-0000-0000-000000000001';
-        END $$;
-        CREATE FUNCTION claimsched.now() RETURNS timestamptz LANGUAGE sql
-            AS $$ SELECT 'infinity'::timestamptz $$""")
+    run_sql(team_b.dsn, HIJACK)
     store.upsert_schedule(JobSpec(job_name="billing", schedule="@yearly", source="operator",
                                   owner="team-a/billing"))
     ran = threading.Event()
