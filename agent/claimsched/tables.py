@@ -6,6 +6,7 @@ import sys
 import unicodedata
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, TextIO
 
 
@@ -17,6 +18,54 @@ def _cell(value: Any) -> str:
     # One line per row: a newline or tab inside a value (an error message) is shown escaped.
     text = "" if value is None else str(value)
     return text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", " ")
+
+
+def listing(columns: Sequence[str], rows: Sequence[dict[str, Any]], what: str,
+            now: datetime, times: Sequence[str] = ()) -> str:
+    """kubectl's style: an UPPERCASE header, one line per row, the `times` columns (ISO 8601
+    text) as their distance from `now` ("5m ago", "in 3s"), and "No <what> found." for none."""
+    if not rows:
+        return f"No {what} found."
+    shown = [{c: _relative(row.get(c), now) if c in times else row.get(c) for c in columns}
+             for row in rows]
+    cells = [[_cell(row.get(c)) for c in columns] for row in shown]
+    header = [c.upper().replace("_", " ") for c in columns]
+    widths = [max([_width(h), *(_width(r[i]) for r in cells)]) for i, h in enumerate(header)]
+
+    def line(values: Sequence[str]) -> str:
+        padded = (v + " " * (w - _width(v)) for v, w in zip(values, widths, strict=True))
+        return "   ".join(padded).rstrip()
+
+    return "\n".join([line(header), *(line(r) for r in cells)])
+
+
+def _relative(value: Any, now: datetime) -> str | None:
+    """An ISO 8601 instant as kubectl shows ages: its distance from `now`, in the two largest
+    units that matter ("5m12s ago", "in 3h"); None stays None."""
+    if not value:
+        return None
+    at = datetime.fromisoformat(str(value))
+    seconds = int((now - at).total_seconds())
+    text = age(abs(seconds))
+    return f"in {text}" if seconds < 0 else f"{text} ago"
+
+
+def age(seconds: int) -> str:
+    """A duration as kubectl's HumanDuration writes it (45s, 5m12s, 3h4m, 2d5h, 400d)."""
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if hours < 3:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if days < 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    return f"{days}d"
 
 
 def render(title: str, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:

@@ -9,10 +9,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import yaml
 
 from claimsched.cli import main
-from claimsched.db import SCHEMA_VERSION
+from claimsched.db import SCHEMA_VERSION, Store
 from claimsched.db.queries import migration_files
+from claimsched.records import Completion
+from claimsched.specs import job_spec
 
 from .support import sql
 
@@ -257,3 +260,31 @@ def test_a_schema_without_claimscheds_tables_says_which_schemas_have_them(
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "schema claimsced has no claimsched tables" in err
     assert "schema claimsched of this database has them: pass --schema claimsched" in err
+
+
+def test_listings_read_like_kubectl_with_wide_json_and_yaml(
+    dsn: str, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A table of what matters, times as ages; `-o wide` adds columns and full times;
+    `-o json` (or --json) and `-o yaml` for scripts."""
+    store.upsert_schedule(job_spec(job_name="nightly", schedule="@daily"))
+    store.request_runs("nightly", [store.db_now()], "manual")
+    (lease,) = store.reclaim("r1", ["nightly"], 1)
+    store.complete("r1", [Completion(lease, "failed", "ValueError: boom " + "x" * 300)])
+    code, out, _ = run(capsys, "runs", "--dsn", dsn)
+    assert code == 0
+    header, row = out.splitlines()
+    assert header.split() == ["ID", "JOB", "NAME", "FIRE", "TIME", "STATUS", "ATTEMPT", "RAN",
+                              "BY", "FINISHED", "AT"]
+    assert "nightly" in row and "failed" in row and "r1" in row and " ago" in row
+    assert "boom" not in row and len(row) < 120
+    _, out, _ = run(capsys, "runs", "--dsn", dsn, "-o", "wide")
+    header, row = out.splitlines()
+    assert "ERROR" in header and "boom" in row and lease.fire_time.isoformat()[:19] in row
+    _, out, _ = run(capsys, "runs", "--dsn", dsn, "-o", "yaml")
+    (listed,) = yaml.safe_load(out)
+    assert (listed["job_name"], listed["status"], listed["ran_by"]) == ("nightly", "failed", "r1")
+    _, out, _ = run(capsys, "runs", "--dsn", dsn, "-o", "json")
+    assert json.loads(out)[0]["id"] == listed["id"]
+    _, out, _ = run(capsys, "agents", "--dsn", dsn)
+    assert out.strip() == "No agents found."

@@ -46,7 +46,10 @@ def parser() -> argparse.ArgumentParser:
         default=os.environ.get("CLAIMSCHED_SCHEMA", "claimsched"),
         help=AgentSettings.fields["schema_name"].description,
     )
-    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--json", action="store_true", help="machine-readable output (-o json)")
+    common.add_argument("-o", "--output", choices=["table", "wide", "json", "yaml"],
+                        default="table", help="listings: a table (times as ages), wide (more "
+                        "columns, times in full), json or yaml")
     common.add_argument(
         "--connect-timeout",
         type=float,

@@ -15,6 +15,7 @@ def agents(args: argparse.Namespace) -> int:
             {
                 **a,
                 "handlers": ",".join(a["handlers"]),
+                "jobs": len(a["handlers"]),
                 "last_seen": iso(a["last_seen"]),
                 "started_at": iso(a["started_at"]),
             }
@@ -22,23 +23,9 @@ def agents(args: argparse.Namespace) -> int:
         ]
     finally:
         store.close()
-    emit(
-        args,
-        rows,
-        [
-            "agent_id",
-            "alive",
-            "durability",
-            "hostname",
-            "pod",
-            "handlers",
-            "version",
-            "api",
-            "tzdata",
-            "last_seen",
-        ],
-        "agents",
-    )
+    emit(args, rows, ["agent_id", "alive", "version", "api", "jobs", "last_seen"], "agents",
+         wide=["hostname", "pod", "durability", "tzdata", "started_at", "handlers"],
+         times=["last_seen"])
     versions = sorted({str(a["tzdata"]) for a in rows if a["alive"] and a["tzdata"]})
     if len(versions) > 1:
         print(

@@ -57,9 +57,20 @@ def instant(text: str) -> datetime:
 
 
 def emit(
-    args: argparse.Namespace, rows: list[dict[str, Any]], columns: Sequence[str], title: str
+    args: argparse.Namespace, rows: list[dict[str, Any]], columns: Sequence[str], title: str,
+    *, wide: Sequence[str] = (), times: Sequence[str] = (),
 ) -> None:
-    if args.json:
+    """Rows as `-o` asks: a kubectl-style table of `columns` (the `times` among them as ages),
+    `-o wide` with the `wide` columns too and times in full, `-o json` (or --json), `-o yaml`."""
+    output = "json" if args.json else args.output
+    if output == "json":
         print(json.dumps(rows, default=str, indent=2))
-        return
-    print(tables.render(title, columns, rows))
+    elif output == "yaml":
+        import yaml  # not loaded by every replica's CLI
+
+        print(yaml.safe_dump(json.loads(json.dumps(rows, default=str)), sort_keys=False,
+                             allow_unicode=True), end="")
+    elif output == "wide":
+        print(tables.listing([*columns, *wide], rows, title, datetime.now(UTC)))
+    else:
+        print(tables.listing(columns, rows, title, datetime.now(UTC), times))

@@ -22,30 +22,17 @@ def runs(args: argparse.Namespace) -> int:
     finally:
         store.close()
     rows = [_row(r) for r in found]
-    if args.attempts and not args.json:
+    if args.attempts and not args.json and args.output in ("table", "wide"):
         emit(args, [{"id": r["id"], "job_name": r["job_name"], "fire_time": r["fire_time"], **a}
                     for r in rows for a in r["attempts"]],
-             ["id", "job_name", "fire_time", "attempt", "claimed_by", "started_at", "ended_at",
-              "outcome", "error"], "attempts")
+             ["id", "job_name", "fire_time", "attempt", "claimed_by", "outcome", "ended_at"],
+             "attempts", wide=["started_at", "error"], times=["fire_time", "ended_at"])
         return 0
-    emit(
-        args,
-        rows,
-        [
-            "id",
-            "job_name",
-            "fire_time",
-            "kind",
-            "status",
-            "attempt",
-            "claimed_by",
-            "started_at",
-            "finished_at",
-            "orphan_count",
-            "error",
-        ],
-        "runs",
-    )
+    for row in rows:  # the table's: who ran it, attempt by attempt
+        row["ran_by"] = " → ".join(a["claimed_by"] or "?" for a in row["attempts"])
+    emit(args, rows, ["id", "job_name", "fire_time", "status", "attempt", "ran_by", "finished_at"],
+         "runs", wide=["kind", "started_at", "lease_until", "orphan_count", "retry_at", "error"],
+         times=["fire_time", "finished_at"])
     return 0
 
 

@@ -61,13 +61,12 @@ def schedules(args: argparse.Namespace) -> int:
                 "durability": durability,
             }
         )
-    emit(
-        args,
-        rows,
-        ["job", "schedule", "resolved", "time_zone", "suspended", "suspend_until",
-         "suspend_reason", "source", "policy", "next_local", "next_utc"],
-        "schedules",
-    )
+    for row in rows:  # the table's: the expression as it runs, hashed fields written out
+        row["runs_as"] = (row["schedule"] if row["resolved"] == row["schedule"]
+                          else f"{row['schedule']} (= {row['resolved']})")
+    emit(args, rows, ["job", "runs_as", "time_zone", "suspended", "policy", "next_utc"],
+         "schedules", wide=["suspend_until", "suspend_reason", "source", "owner", "next_local"],
+         times=["next_utc"])
     return 0
 
 
