@@ -64,7 +64,7 @@ def script(kind: str, batch: int, jobs: int) -> str:
     }.items():
         body = body.replace(f"%({name})s", value)
     body = re.sub(
-        r"\b(job_runs|job_schedule|forbid_in_progress|cs_claim)\b", r"claimsched.\1", body
+        r"\b(job_runs|job_schedule|forbid_in_progress|cs_claim_v2)\b", r"claimsched.\1", body
     )
     return head + body + ";\n"
 

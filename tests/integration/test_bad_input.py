@@ -31,7 +31,7 @@ from claimsched import (
     SchemaMismatch,
 )
 from claimsched.cli import main
-from claimsched.db import SCHEMA_VERSION, Store
+from claimsched.db import AGENT_API, SCHEMA_VERSION, Store
 from claimsched.specs import JobSpec, job_spec
 from tests.helpers.polling import wait_for
 
@@ -417,10 +417,15 @@ def code_is_newer(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def test_an_agent_refuses_a_newer_schema_even_when_it_may_migrate(newer_schema: str) -> None:
+def test_an_agent_refuses_a_newer_schema_that_no_longer_serves_its_api_even_when_it_may_migrate(
+    newer_schema: str,
+) -> None:
+    """A newer schema that still serves the agent's API is accepted (tests/upgrade); one that
+    dropped it is refused, and migrating cannot help."""
+    sql(newer_schema, "DELETE FROM agent_apis WHERE api = %s", [AGENT_API])
     agent = Agent(newer_schema, agent_id="old-code", migrate=True)
     agent.job("j", schedule="@every 1s")(lambda run: None)
-    with pytest.raises(SchemaMismatch, match="newer than this claimsched"):
+    with pytest.raises(SchemaMismatch, match="newer than this claimsched .* no longer serves"):
         agent.start()
     nothing_written(newer_schema)
 

@@ -217,7 +217,7 @@ def test_claimsched_agents_warns_when_live_agents_use_different_time_zone_databa
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store.housekeeping("a", ["job"], {**PRESENCE, "tzdata": "2025b"})
-    assert main(["agents", "--dsn", store.dsn]) == 0
+    assert main(["agents", "--dsn", store.dsn, "-o", "wide"]) == 0
     assert "2025b" in capsys.readouterr().out
     store.housekeeping("b", ["job"], {**PRESENCE, "tzdata": "2026a (the tzdata package)"})
     assert main(["agents", "--dsn", store.dsn, "--json"]) == 0
