@@ -54,6 +54,8 @@ _SELECTOR = re.compile(
     r"^\s*(!?)([\w./-]+)\s*(?:(==|=|!=)\s*([\w.-]*)|\s+(in|notin)\s*\(([^)]*)\))?\s*$"
 )
 kmock_gaps.parse_namespace_paths()
+# Put on every bus when the emulator stops: each open watch ends, as when an API server stops.
+_STOPPING: Json = {"type": "STOPPING"}
 
 
 @dataclass
@@ -134,6 +136,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 or (path.fullmatch(x.path) if isinstance(path, re.Pattern) else path == x.path)
             )
         ]
+
+    async def end_watches(self) -> None:
+        """End every open watch. A watch otherwise waits for its next event or its
+        timeoutSeconds, even when its client is gone (a killed operator), and the server's
+        shutdown waits for it."""
+        for bus in list(self._buses.values()):
+            await bus.put(_STOPPING)
 
     def live_object(self, api: str, namespace: str | None, name: str) -> Json | None:
         """A copy of a stored object (``api`` like ``claimsched.io/v1alpha1/claimschedules``)."""
@@ -430,6 +439,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
                     event = await asyncio.wait_for(anext(stream), remaining)
                 except TimeoutError:
                     return  # the server-side timeout: the client lists and watches again
+                if event is _STOPPING:
+                    return
                 if self._matches(request, event["object"]):
                     yield event
         finally:
@@ -597,5 +608,6 @@ def serve_emulator(directory: Path) -> Iterator[Served]:
     try:
         yield Served(box["emulator"], url, kubeconfig)
     finally:
+        asyncio.run_coroutine_threadsafe(box["emulator"].end_watches(), box["loop"]).result(10)
         box["loop"].call_soon_threadsafe(box["stop"].set)
         thread.join(30)
