@@ -46,9 +46,9 @@ def page(site: Path, name: str) -> str:
 
 
 def blocks(language: str) -> list[tuple[str, str]]:
-    """(where, code) of every fenced block in `language` in the docs' pages."""
+    """(where, code) of every fenced block in `language` in the README and the docs' pages."""
     found = []
-    for path in PAGES:
+    for path in [REPO / "README.md", *PAGES]:
         for i, match in enumerate(BLOCK.finditer(path.read_text())):
             if match[1] == language:
                 found.append((f"{path.relative_to(REPO)}#{i}", match[2]))
@@ -116,7 +116,7 @@ def test_a_broken_link_or_anchor_fails_the_build(tmp_path: Path) -> None:
 
 def test_python_blocks_define_every_name_they_use(tmp_path: Path) -> None:
     found = blocks("python")
-    assert len(found) >= 3
+    assert len(found) >= 4
     for i, (where, code) in enumerate(found):
         (tmp_path / f"block_{i}.py").write_text(f"# {where}\n{code}")
     checked = subprocess.run(
