@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import kubernetes
 import pytest
@@ -123,13 +123,13 @@ class User:
         namespace = options.get("-n") or options.get("--namespace")
         verb, *args = args
         if verb == "create" and args[0] == "namespace":
-            self.core.create_namespace({"metadata": {"name": args[1]}})
+            self.core.create_namespace(namespace_named(args[1]))
         elif verb == "create" and args[:2] == ["secret", "generic"]:
             literals = [a.split("=", 1)[1] for a in args[3:] if a.startswith("--from-literal=")]
             assert len(literals) == len(args) - 3, f"unexpected: {call}"
-            self.core.create_namespaced_secret(namespace or "default", {
-                "metadata": {"name": args[2]},
-                "stringData": dict(literal.split("=", 1) for literal in literals)})
+            self.core.create_namespaced_secret(namespace or "default", kubernetes.client.V1Secret(
+                metadata=kubernetes.client.V1ObjectMeta(name=args[2]),
+                string_data=dict(literal.split("=", 1) for literal in literals)))
         elif verb == "apply":
             source = options.get("-f") or options["--filename"]
             text = call.stdin if source == "-" else (call.cwd / source).read_text()
@@ -166,8 +166,8 @@ class User:
         ClaimSchedule in sync and Ready, and the run a trigger asked for finished."""
 
         def settled() -> list[dict[str, Any]] | None:
-            items = self.api.list_namespaced_custom_object(GROUP, VERSION, namespace,
-                                                           PLURAL)["items"]
+            found = self.api.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+            items: list[dict[str, Any]] = cast(dict[str, Any], found)["items"]
             for obj in items:
                 status = obj.get("status") or {}
                 ready = [c for c in status.get("conditions", []) if c["type"] == "Ready"]
@@ -195,7 +195,7 @@ class User:
         assert (call.cwd / chart_path).resolve() == chart.CHART, f"{call}: not the chart"
         namespace = options.get("-n") or options.get("--namespace") or "default"
         if "--create-namespace" in options:
-            self.core.create_namespace({"metadata": {"name": namespace}})
+            self.core.create_namespace(namespace_named(namespace))
         self.core.read_namespace(namespace)  # helm fails on a namespace that does not exist
         values: dict[str, Any] = {}
         for file in [options[k] for k in ("-f", "--values") if k in options]:
@@ -259,6 +259,10 @@ class User:
                 agent.wait(10)
         if self.operator is not None:
             self.operator.kill()
+
+
+def namespace_named(name: str) -> kubernetes.client.V1Namespace:
+    return kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=name))
 
 
 def flags(argv: list[str], valued: set[str], switches: frozenset[str] | set[str] = frozenset(),
@@ -421,7 +425,8 @@ def test_the_quick_start_runs_the_job_once_through_the_operator_as_written(
     runs, receipts = runs_of(u.dsn, JOB)
     assert runs == [("manual", "done", 1)], runs
     assert receipts == 1
-    obj = u.api.get_namespaced_custom_object(GROUP, VERSION, u.served_namespaces[0], PLURAL, JOB)
+    obj = cast(dict[str, Any], u.api.get_namespaced_custom_object(
+        GROUP, VERSION, u.served_namespaces[0], PLURAL, JOB))
     assert obj["status"]["lastRun"]["status"] == "done"
     assert obj["status"]["liveAgents"] == REPLICAS
 
