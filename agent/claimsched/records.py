@@ -101,7 +101,8 @@ class DatabaseIdentity:
     """Which database a connection reached, and how durable its commits are.
 
     A failover to a standby keeps `system_identifier` and moves to a new `timeline`; `durability`
-    is 'synchronous', 'asynchronous' or 'standalone' (see the README's durability contract).
+    is 'synchronous', 'asynchronous' or 'standalone' (the durability contract:
+    docs/pages/operations/postgres.md).
     """
 
     system_identifier: str

@@ -159,24 +159,32 @@ class AgentSettings:
             SecretStr,
             None,
             "Direct PostgreSQL connection for LISTEN when CLAIMSCHED_DSN goes through a pooler "
-            "(pgbouncer). Default: none (LISTEN on CLAIMSCHED_DSN, or poll behind a pooler).",
+            "(pgbouncer; refused if it is a pooler too). Default: none (LISTEN on "
+            "CLAIMSCHED_DSN; an agent behind a pooler without it polls).",
         ),
         "poll_seconds": seconds(
-            1.0, "Behind a pooler without listen_dsn: how often to poll for changes.", positive=True
+            1.0, "Behind a pooler without listen_dsn: how often to poll for schedule changes and "
+            "runs wanting an owner (one cheap indexed statement: 1 statement/s per idle agent at "
+            "the default).", positive=True
         ),
         "statement_timeout_seconds": seconds(
-            30.0, "statement_timeout of every agent statement (0: off)."
+            30.0, "statement_timeout of every agent statement (0: off); keep it shorter than the "
+            "shortest lease."
         ),
         "lock_timeout_seconds": seconds(
             10.0, "lock_timeout of every agent statement (0: off)."
         ),
         "idle_in_transaction_timeout_seconds": seconds(
             60.0,
-            "idle_in_transaction_session_timeout of claimsched's connections (0: off); a "
-            "receipt's transaction (run.once()) is bounded by its run's lease.",
+            "idle_in_transaction_session_timeout of claimsched's connections (0: off): the "
+            "server ends a transaction left open by a frozen or partitioned agent, so its locks "
+            "do not hold up the replica that took over (a receipt's transaction, run.once(), is "
+            "bounded by its run's lease instead).",
         ),
         "tcp_keepalive_seconds": seconds(
-            10.0, "TCP keepalive idle time: a silent peer is given up after about 2.5 times it.",
+            10.0, "TCP keepalive idle time; probes every half of it, three of them, and "
+            "tcp_user_timeout the same span (25 s at the default): a silent peer is given up, no "
+            "call hangs on it. A DSN's own keepalives* / tcp_user_timeout win.",
             ge=1,
         ),
         "schema_name": Setting(
@@ -190,10 +198,12 @@ class AgentSettings:
             str, None, "Unique id of this agent. Default: <hostname>-<pid>-<random>."
         ),
         "max_concurrency": Setting(
-            int, 16, "Runs this agent executes at once (slots). Default 16.", ge=1, le=1000
+            int, 16, "Runs this agent executes at once (worker slots); a claim proposes about "
+            "twice the free slots. Default 16.", ge=1, le=1000
         ),
         "migrate": Setting(
-            bool, True, "Apply pending migrations at start (needs DDL rights). Default true."
+            bool, True, "Apply pending migrations at start (needs DDL rights; set false for the "
+            "claimsched_agent role of `claimsched roles`). Default true."
         ),
         "housekeeping_seconds": seconds(
             30.0,
@@ -209,17 +219,20 @@ class AgentSettings:
             "turn it is); 0: every replica claims it at once."
         ),
         "shutdown_grace_seconds": seconds(
-            20.0, "On SIGTERM, how long running handlers may finish."
+            20.0, "On SIGTERM, how long running handlers may finish before they are handed off."
         ),
         "start_timeout_seconds": seconds(
             60.0, "At start, how long to keep trying a database that cannot be reached (down, "
-            "restarting, failing over), with backoff; a wrong DSN or password fails at once."
+            "restarting, failing over, no primary yet), pausing 0.5 s doubling to 8 s, each try "
+            "logged; a wrong password or a database that does not exist fails at once (0: fail "
+            "at once)."
         ),
         "retry_backoff_seconds": seconds(
-            2.0, "First retry delay after a failure; it doubles, up to 300.", positive=True
+            2.0, "First retry delay after a handler failure; it doubles each attempt, up to 300.",
+            positive=True
         ),
         "misfire_grace_seconds": seconds(
-            10.0, "catchUpPolicy None: how late an occurrence may still start."
+            10.0, "With catchUpPolicy None: how late an occurrence may still start."
         ),
         "schedule_refresh_seconds": seconds(
             300.0, "Re-read schedules at least this often (besides NOTIFY).", positive=True
@@ -227,7 +240,7 @@ class AgentSettings:
         "metrics_port": Setting(
             int, None, "Serve Prometheus metrics on this port. Default off.", ge=0, le=65535
         ),
-        "log_level": Setting(str, "INFO", "Log level of the claimsched loggers."),
+        "log_level": Setting(str, "INFO", "Log level of the claimsched loggers. Default INFO."),
     }
 
     dsn: SecretStr | None

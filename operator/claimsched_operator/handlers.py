@@ -283,7 +283,8 @@ def _moved(body: kopf.Body, job: str, status: kopf.Status, fingerprint: str, lef
                    "for that database (its Secret was rotated while the operator was down) or "
                    "cannot reach it. It is released once the operator reaches that database "
                    "again (the default DSN or any databaseRef naming it); else release it there "
-                   "by hand (see the README)")
+                   "by hand (docs/pages/how-it-works/ownership.md, \"Where a ClaimSchedule's "
+                   "row lives\")")
         if was != left or found.status_of(PREVIOUS_RELEASED) != "False":
             events.post(body, events.Event(events.WARNING, "PreviousDatabaseUnreachable",
                                            message))

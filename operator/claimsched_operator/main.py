@@ -40,15 +40,20 @@ def port_taken(port: int) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
+def parser() -> argparse.ArgumentParser:
+    """The command line of `claimsched-operator` (its settings come from the environment)."""
+    top = argparse.ArgumentParser(
         prog="claimsched-operator",
         description="Sync ClaimSchedules into claimsched's job_schedule table and report status.",
         epilog=_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--verbose", action="store_true", help="log at debug level")
-    args = parser.parse_args(argv)
+    top.add_argument("--verbose", action="store_true", help="log at debug level")
+    return top
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",

@@ -21,6 +21,7 @@ import json
 import re
 import secrets
 import threading
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -54,6 +55,8 @@ _SELECTOR = re.compile(
     r"^\s*(!?)([\w./-]+)\s*(?:(==|=|!=)\s*([\w.-]*)|\s+(in|notin)\s*\(([^)]*)\))?\s*$"
 )
 kmock_gaps.parse_namespace_paths()
+# Put on every bus when the emulator stops: each open watch ends, as when an API server stops.
+_STOPPING: Json = {"type": "STOPPING"}
 
 
 @dataclass
@@ -134,6 +137,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 or (path.fullmatch(x.path) if isinstance(path, re.Pattern) else path == x.path)
             )
         ]
+
+    async def end_watches(self) -> None:
+        """End every open watch. A watch otherwise waits for its next event or its
+        timeoutSeconds, even when its client is gone (a killed operator), and the server's
+        shutdown waits for it."""
+        for bus in list(self._buses.values()):
+            await bus.put(_STOPPING)
 
     def live_object(self, api: str, namespace: str | None, name: str) -> Json | None:
         """A copy of a stored object (``api`` like ``claimsched.io/v1alpha1/claimschedules``)."""
@@ -433,6 +443,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
                     event = await asyncio.wait_for(anext(stream), remaining)
                 except TimeoutError:
                     return  # the server-side timeout: the client lists and watches again
+                if event is _STOPPING:
+                    return
                 if self._matches(request, event["object"]):
                     yield event
         finally:
@@ -481,6 +493,28 @@ def table(crd: Crd, items: list[Json], now: datetime.datetime) -> Json:
                              "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}}
                  for obj in items],
     }
+
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+
+def kubectl_get(url: str, path: str) -> Json:
+    """The Table `kubectl get` asks the API server for, e.g. for
+    `/apis/claimsched.io/v1alpha1/namespaces/NS/claimschedules`."""
+    request = urllib.request.Request(f"{url}{path}", headers={"Accept": TABLE})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        found: Json = json.loads(answer.read())
+    return found
+
+
+def printed_rows(shown: Json, *, wide: bool = False) -> list[dict[str, str]]:
+    """The rows kubectl prints from a Table, header -> cell: the priority-0 columns (all with
+    `-o wide`), headers upper-cased, a missing value `<none>`, a boolean lower-case."""
+    columns = [(i, c["name"].upper()) for i, c in enumerate(shown["columnDefinitions"])
+               if wide or not c["priority"]]
+    return [{name: "<none>" if row["cells"][i] is None else
+             str(row["cells"][i]).lower() if isinstance(row["cells"][i], bool) else
+             str(row["cells"][i]) for i, name in columns} for row in shown["rows"]]
 
 
 def _cell(column: Json, obj: Json, now: datetime.datetime) -> Any:
@@ -670,5 +704,6 @@ def serve_emulator(directory: Path) -> Iterator[Served]:
     try:
         yield Served(box["emulator"], url, kubeconfig)
     finally:
+        asyncio.run_coroutine_threadsafe(box["emulator"].end_watches(), box["loop"]).result(10)
         box["loop"].call_soon_threadsafe(box["stop"].set)
         thread.join(30)

@@ -425,7 +425,7 @@ def test_an_agent_refuses_a_newer_schema_that_no_longer_serves_its_api_even_when
     sql(newer_schema, "DELETE FROM agent_apis WHERE api = %s", [AGENT_API])
     agent = Agent(newer_schema, agent_id="old-code", migrate=True)
     agent.job("j", schedule="@every 1s")(lambda run: None)
-    with pytest.raises(SchemaMismatch, match="newer than this claimsched .* no longer serves"):
+    with pytest.raises(SchemaMismatch, match=r"newer than this claimsched .* no longer serves"):
         agent.start()
     nothing_written(newer_schema)
 

@@ -4,27 +4,11 @@ blank row, and no date column holding a future time (kubectl would print `<inval
 
 from __future__ import annotations
 
-import json
-import urllib.request
-from typing import Any
-
 import kubernetes
-from tests.helpers.kube_emulator import Served
+from tests.helpers.kube_emulator import Served, kubectl_get
 from tests.helpers.polling import wait_for
 
 from conftest import NS, Operator, claimschedule, create, status
-
-TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
-
-
-def kubectl_get(served: Served) -> dict[str, Any]:
-    """What `kubectl get csched` asks the API server for."""
-    request = urllib.request.Request(
-        f"{served.url}/apis/claimsched.io/v1alpha1/namespaces/{NS}/claimschedules",
-        headers={"Accept": TABLE})
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        found: dict[str, Any] = json.loads(answer.read())
-    return found
 
 
 def test_kubectl_get_shows_ready_and_status_first_and_no_future_date(
@@ -36,7 +20,7 @@ def test_kubectl_get_shows_ready_and_status_first_and_no_future_date(
              log=operator.log)
     wait_for(lambda: status(api, "broken").get("conditions"), "broken's conditions",
              log=operator.log)
-    shown = kubectl_get(served)
+    shown = kubectl_get(served.url, f"/apis/claimsched.io/v1alpha1/namespaces/{NS}/claimschedules")
     default = [c["name"] for c in shown["columnDefinitions"] if not c["priority"]]
     assert default[:3] == ["Name", "Ready", "Status"]
     rows = {row["cells"][0]: dict(zip([c["name"] for c in shown["columnDefinitions"]],

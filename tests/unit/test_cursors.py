@@ -60,7 +60,8 @@ def test_100000_cursors_take_8_bytes_each() -> None:
         size = sum(stat.size for stat in mine.statistics("filename"))
     finally:
         tracemalloc.stop()
-    assert size > 100_000 * 8 and size / len(names) < 9  # a dict of them: ~40 bytes, and a datetime per instant
+    # a dict of them: ~40 bytes, and a datetime per instant
+    assert size > 100_000 * 8 and size / len(names) < 9
     assert cursors["job099999"] == NOW + timedelta(seconds=99_999) and len(cursors) == 100_000
 
 
