@@ -1,5 +1,5 @@
 """Pieces of the pages that need no database: times in the schedule's zone, the timeline of a
-frequent schedule, the JSON link of each page."""
+frequent schedule, the JSON link of each page, a square's tooltip and mark."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from claimsched.web import model, pages
-from claimsched.web.occurrences import Occurrence
+from claimsched.web.occurrences import Occurrence, Run
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 
@@ -38,3 +38,28 @@ def test_a_frequent_schedules_timeline_spans_its_occurrences_not_the_week() -> N
 def test_each_pages_json_link_opens_that_pages_data() -> None:
     page = pages._page("run 5", "", NOW, "/api/runs/5")
     assert 'href="/api/runs/5" data-field="json"' in page
+
+
+def test_a_square_names_who_ran_each_attempt_and_carries_a_mark_when_it_took_more() -> None:
+    three = Run(7, NOW, "done", 3, 2, claimed_by="r3", earlier_owners=("r1", "r2"))
+    once = Run(8, NOW + timedelta(minutes=1), "done", claimed_by="r2")
+    strip = pages._strip([Occurrence(three.fire_time, "done", three),
+                          Occurrence(once.fire_time, "done", once)])
+    assert ("<title>2026-12-04 12:00:00 UTC: done; ran by r1 → r2 → r3 (3 attempts, orphaned 2 "
+            "times); run 7, scheduled</title>") in strip
+    assert "<title>2026-12-04 12:01:00 UTC: done; ran by r2; run 8, scheduled</title>" in strip
+    assert strip.count('class="mark"') == 1 and strip.count('class="sq done"') == 2
+
+
+def test_an_owner_nobody_recorded_is_a_question_mark_and_every_owner_is_escaped() -> None:
+    run = Run(9, NOW, "failed", 2, 1, claimed_by="<b>r1</b>")
+    label = pages._label(Occurrence(NOW, "failed", run))
+    assert "ran by ? → <b>r1</b> (2 attempts, orphaned 1 time)" in label
+    strip = pages._strip([Occurrence(NOW, "failed", run)])
+    assert "<b>" not in strip and "? → &lt;b&gt;r1&lt;/b&gt;" in strip
+
+
+def test_a_request_not_taken_yet_names_nobody() -> None:
+    pending = Run(10, NOW, "pending", 0, kind="manual")
+    assert pages._label(Occurrence(NOW, "waiting", pending)) == (
+        "2026-12-04 12:00:00 UTC: waiting for an owner (requested or orphaned); run 10, manual")

@@ -1,5 +1,9 @@
 """Server-rendered HTML with inline SVG: the overview, a schedule, a run, the agents, and the
-error pages. Every value from the database goes through `esc`; no page has a script."""
+error pages. Every value from the database goes through `esc`; no page has a script.
+
+A square (and a timeline bar) is coloured by its occurrence's class, carries a dark corner
+mark when the occurrence needed more than one attempt, and its tooltip names who ran each
+attempt ("r3 → r1"): which replica ran it needs no click."""
 
 from __future__ import annotations
 
@@ -9,10 +13,11 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
+from ..db.views import RECENT_RUNS
 from ..version import __version__
 from . import model
 from .model import Agent, Detail, Overview, RunDetail, Summary
-from .occurrences import CLASSES, MEANING, Occurrence, classify, counts
+from .occurrences import CLASSES, MEANING, RETRIED, Occurrence, Run, classify, counts, retried
 from .style import CSS
 from .verdict import Health, judge
 
@@ -22,10 +27,15 @@ UTC_NAMES = frozenset({"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Universal", "Zulu", 
 TIMELINE_WIDTH, TIMELINE_HEIGHT = 960, 64
 TABLE_ROWS = 100  # newest occurrences listed under the timeline
 _ALIVE, _GONE = '<span class="alive">live</span>', '<span class="dead">gone</span>'
-#: How an attempt ended, in words (a superseded attempt's outcome, or the run's status).
-OUTCOMES = {"orphaned": "orphaned (its lease expired)",
-            "fenced_out": "fenced out (lost its lease, gave the run back)",
-            "failed": "failed", "done": "done", "running": "running", "skipped": "skipped"}
+#: How an attempt that a later one superseded ended (job_attempts.outcome), in words.
+SUPERSEDED = {"orphaned": "orphaned (its lease expired)",
+              "fenced_out": "fenced out (lost its lease, gave the run back)",
+              "failed": "failed (retried)"}
+#: How the run's own attempt (its current or last) stands or ended: the run's status, in words.
+OUTCOMES = {"done": "done", "failed": "failed", "running": "running", "skipped": "skipped",
+            "orphaned": "orphaned (lost its lease; waiting for the next attempt)",
+            "pending": "waiting for an owner"}
+UNKNOWN_OWNER = "?"  # an attempt whose owner nobody recorded
 
 
 def esc(value: object) -> str:
@@ -73,6 +83,9 @@ def schedule(data: Detail) -> str:
     found = counts(data.timeline)
     tallies = "".join(
         f'<span data-count="{c}">{found[c]} {esc(c)}</span>' for c in CLASSES if found[c])
+    again = retried(data.timeline)
+    if again:
+        tallies += f'<span data-count="retried">{again} needed more than one attempt</span>'
     newest = list(reversed(data.timeline))[:TABLE_ROWS]
     suspended = (
         f'<p class="muted">This schedule is {esc(s.state)}: it fires at these times only once '
@@ -117,21 +130,22 @@ def run(data: RunDetail) -> str:
             if data.effect_count > len(data.effects) else "")
     tried = "".join(
         f'<tr data-attempt="{a.number}"><td class="num">{a.number}</td>'
-        f"<td><code>{esc(a.claimed_by or 'none')}</code></td><td>{_utc(a.started_at)}</td>"
-        f'<td>{_utc(a.ended_at)}</td>'
-        f'<td data-field="outcome">{esc(OUTCOMES.get(a.outcome, a.outcome))}</td>'
-        f"<td>{esc(a.error or '')}</td></tr>" for a in data.attempts)
+        f'<td data-field="owner"><code>{esc(a.claimed_by or UNKNOWN_OWNER)}</code></td>'
+        f'<td data-field="outcome">{esc(_outcome(a, data))}</td>'
+        f"<td>{_utc(a.started_at)}</td><td>{_utc(a.ended_at)}</td>"
+        f'<td class="small">{esc(a.error or "")}</td></tr>' for a in data.attempts)
     body = (
         f"<h1>Run {r.id} of {esc(data.job_name)}</h1>"
         '<dl class="facts">'
         f"<dt>job</dt><dd>{job}</dd>"
         f"<dt>fire time</dt><dd>{_utc(r.fire_time)}</dd>"
         f"<dt>kind</dt><dd>{esc(r.kind)}</dd>"
-        f'<dt>status</dt><dd data-field="status">{_square(classify(r))} {esc(r.status)}</dd>'
+        f'<dt>status</dt><dd data-field="status">{_square(classify(r), r.retried)} '
+        f"{esc(r.status)}{esc(', ' + RETRIED) if r.retried else ''}</dd>"
         f'<dt>attempt</dt><dd data-field="attempt">{esc(attempts)}</dd>'
         f'<dt>orphaned</dt><dd data-field="orphan-count">{r.orphan_count} time'
-        f"{'' if r.orphan_count == 1 else 's'} (a lease that ran out, then reclaimed)</dd>"
-        f'<dt>owner</dt><dd data-field="owner">{esc(r.claimed_by or "none")}</dd>'
+        f"{'' if r.orphan_count == 1 else 's'} (a lease that ran out or was lost)</dd>"
+        f'<dt>ran by</dt><dd data-field="owners">{esc(_ran_by(r) or "nobody yet")}</dd>'
         f"<dt>started</dt><dd>{_utc(r.started_at)}</dd>"
         f"<dt>finished</dt><dd>{_utc(r.finished_at)}</dd>"
         f'<dt>duration</dt><dd data-field="duration">{_duration(duration)}</dd>'
@@ -143,7 +157,7 @@ def run(data: RunDetail) -> str:
            else '<p class="muted">none</p>')
         + f"<h2>Attempts ({len(data.attempts)})</h2>"
         + (('<table class="attempts"><thead><tr><th class="num">attempt</th><th>owner</th>'
-            "<th>started</th><th>ended</th><th>outcome</th><th>why</th></tr></thead>"
+            "<th>how it ended</th><th>started</th><th>ended</th><th>why</th></tr></thead>"
             f"<tbody>{tried}</tbody></table>") if tried else '<p class="muted">none yet</p>')
         + f"<h2>Effect receipts ({data.effect_count})</h2>"
         + (("<table><thead><tr><th>entity</th><th class=\"num\">attempt</th><th>recorded</th>"
@@ -249,30 +263,76 @@ def _expression(s: Summary) -> str:
 
 def _strip(items: Sequence[Occurrence]) -> str:
     step = SQUARE + GAP
-    width = 30 * step
+    width = RECENT_RUNS * step
     offset = width - len(items) * step
     squares = []
     for i, o in enumerate(items):
         x = offset + i * step
-        label = f"{_utc(o.fire_time)}: {MEANING[o.cls]}"
-        if o.run is not None:
-            label += f" (run {o.run.id}, {o.run.kind}, attempt {o.run.attempt})"
-        rect = (f'<rect x="{x + 1}" y="1" width="{SQUARE - 2}" height="{SQUARE - 2}" rx="2" '
-                f'class="sq {o.cls}"><title>{esc(label)}</title></rect>')
-        squares.append(f'<a href="{run_href(o.run.id)}">{rect}</a>' if o.run else rect)
+        square = (f'<g class="occ{" retried" if o.retried else ""}"><title>{esc(_label(o))}'
+                  f"</title>{_square_shapes(x, o.cls, o.retried)}</g>")
+        squares.append(f'<a href="{run_href(o.run.id)}">{square}</a>' if o.run else square)
     return (f'<svg class="strip" width="{width}" height="{SQUARE}" '
             f'viewBox="0 0 {width} {SQUARE}" role="img" aria-label="recent occurrences">'
             + "".join(squares) + "</svg>")
 
 
-def _square(cls: str) -> str:
-    return (f'<svg width="{SQUARE}" height="{SQUARE}" aria-hidden="true"><rect x="1" y="1" '
-            f'width="{SQUARE - 2}" height="{SQUARE - 2}" rx="2" class="sq {esc(cls)}"/></svg>')
+def _square_shapes(x: float, cls: str, retried: bool) -> str:
+    """A square at `x`: its class's colour, and the corner mark of an occurrence that needed
+    more than one attempt."""
+    rect = (f'<rect x="{x + 1}" y="1" width="{SQUARE - 2}" height="{SQUARE - 2}" rx="2" '
+            f'class="sq {esc(cls)}"/>')
+    if not retried:
+        return rect
+    return rect + f'<path class="mark" d="M{x + SQUARE - 7} 0H{x + SQUARE}V7Z"/>'
+
+
+def _square(cls: str, retried: bool = False) -> str:
+    return (f'<svg width="{SQUARE}" height="{SQUARE}" aria-hidden="true">'
+            f"{_square_shapes(0, cls, retried)}</svg>")
+
+
+def _label(o: Occurrence) -> str:
+    """A square's tooltip: when, what became of it, who ran each attempt, which run."""
+    label = f"{_when(o.fire_time)}: {MEANING[o.cls]}"
+    r = o.run
+    if r is None:
+        return label
+    ran_by = _ran_by(r)
+    if ran_by:
+        label += f"; {'skipped' if r.status == 'skipped' else 'ran'} by {ran_by}"
+    tries = _tries(r)
+    return label + (f" ({tries})" if tries else "") + f"; run {r.id}, {r.kind}"
+
+
+def _ran_by(r: Run) -> str:
+    """Who held each attempt, first to last: "r3 → r1" ("" before any attempt began)."""
+    return " → ".join(owner or UNKNOWN_OWNER for owner in r.owners)
+
+
+def _tries(r: Run) -> str:
+    """How many attempts a run took and how often it lost its lease; "" for neither."""
+    parts = [f"{r.attempt} attempts"] if r.attempt > 1 else []
+    if r.orphan_count:
+        parts.append(f"orphaned {r.orphan_count} time{'' if r.orphan_count == 1 else 's'}")
+    return ", ".join(parts)
+
+
+def _outcome(attempt: model.Attempt, data: RunDetail) -> str:
+    """How an attempt ended (or stands), in words."""
+    if attempt.superseded:
+        return SUPERSEDED.get(attempt.outcome, attempt.outcome)
+    words = OUTCOMES.get(attempt.outcome, attempt.outcome)
+    if attempt.outcome == "failed" and data.retry_at is not None:
+        words += f"; to be retried at {_when(data.retry_at)}"
+    return words
 
 
 def _legend() -> str:
-    return '<div class="legend">' + "".join(
-        f"<span>{_square(c)}{esc(MEANING[c])}</span>" for c in CLASSES) + "</div>"
+    return ('<div class="legend">' + "".join(
+        f"<span>{_square(c)}{esc(MEANING[c])}</span>" for c in CLASSES)
+        + f'<span>{_square("any", retried=True)}{esc(RETRIED)}: the colour is how it ended; '
+        "hover a square for who ran each attempt</span></div>")
+
 
 
 def _timeline_start(items: Sequence[Occurrence], since: datetime) -> datetime:
@@ -306,9 +366,11 @@ def _timeline(items: Sequence[Occurrence], since: datetime, now: datetime,
                      f'y2="{TIMELINE_HEIGHT}"/><text x="{x + 3:.1f}" y="11">{esc(text)}</text>')
     for o in items:
         x = x_of(o.fire_time)
-        label = f"{_utc(o.fire_time)}: {MEANING[o.cls]}"
-        bar = (f'<rect x="{x - 2:.1f}" y="{top}" width="4" height="{TIMELINE_HEIGHT - top - 4}" '
-               f'class="sq {o.cls}"><title>{esc(label)}</title></rect>')
+        bar = (f'<g class="occ{" retried" if o.retried else ""}"><title>{esc(_label(o))}</title>'
+               f'<rect x="{x - 2:.1f}" y="{top}" width="4" height="{TIMELINE_HEIGHT - top - 4}" '
+               f'class="sq {o.cls}"/>'
+               + (f'<rect class="mark" x="{x - 2:.1f}" y="{top}" width="4" height="6"/>'
+                  if o.retried else "") + "</g>")
         parts.append(f'<a href="{run_href(o.run.id)}">{bar}</a>' if o.run else bar)
     return (f'<svg class="timeline" width="{TIMELINE_WIDTH}" height="{TIMELINE_HEIGHT}" '
             f'viewBox="0 0 {TIMELINE_WIDTH} {TIMELINE_HEIGHT}" role="img" '
@@ -358,20 +420,24 @@ def _occurrence_table(items: Sequence[Occurrence], zone: ZoneInfo) -> str:
     rows = []
     for o in items:
         r = o.run
-        what = f"{_square(o.cls)} {esc(MEANING[o.cls])}"
+        what = f"<td>{_square(o.cls, o.retried)} {esc(MEANING[o.cls])}</td>"
+        when = esc(_local(o.fire_time.astimezone(zone)))
         if r is None:
-            rows.append(f"<tr><td>{esc(_local(o.fire_time.astimezone(zone)))}</td>"
-                        f"<td>{what}</td><td></td><td></td><td></td><td></td></tr>")
+            rows.append(f"<tr><td>{when}</td>{what}<td></td><td></td><td></td><td></td></tr>")
             continue
+        tries = _tries(r)
         duration = r.finished_at - r.started_at if r.finished_at and r.started_at else None
         error = (r.error or "")[:200]
         rows.append(
-            f"<tr><td>{esc(_local(o.fire_time.astimezone(zone)))}</td><td>{what}</td>"
-            f'<td><a href="{run_href(r.id)}">run {r.id}</a> {esc(r.kind)}, attempt {r.attempt}'
-            f"</td><td>{esc(r.claimed_by or '')}</td><td>{_duration(duration)}</td>"
+            f'<tr data-run="{r.id}"><td>{when}</td>{what}'
+            f'<td data-field="ran-by">{esc(_ran_by(r))}'
+            + (f'<br><span class="muted small">{esc(tries)}</span>' if tries else "")
+            + f'</td><td><a href="{run_href(r.id)}">run {r.id}</a> {esc(r.kind)}, '
+            f"attempt {r.attempt}</td><td>{_duration(duration)}</td>"
             f'<td class="small">{esc(error)}</td></tr>')
-    return ("<table><thead><tr><th>fire time (local)</th><th>what became of it</th><th>run</th>"
-            "<th>owner</th><th>duration</th><th>error</th></tr></thead><tbody>"
+    return ("<table><thead><tr><th>fire time (local)</th><th>what became of it</th>"
+            "<th>ran by (each attempt)</th><th>run</th><th>duration</th><th>error</th></tr>"
+            "</thead><tbody>"
             + ("".join(rows) or '<tr><td colspan="6" class="muted">none</td></tr>')
             + "</tbody></table>")
 
@@ -405,7 +471,12 @@ def _zone(name: str) -> ZoneInfo:
 def _utc(value: datetime | None) -> str:
     if value is None:
         return '<span class="muted">—</span>'
-    return esc(value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))
+    return esc(_when(value))
+
+
+def _when(value: datetime) -> str:
+    """A time in UTC, as text (escape it)."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _local(value: datetime) -> str:

@@ -36,8 +36,9 @@ svg .sq{stroke-width:1.5}
 .done{fill:#2da44e;stroke:#2da44e}.failed{fill:#cf222e;stroke:#cf222e}
 .skipped{fill:#afb8c1;stroke:#afb8c1}.missed{fill:#fff;stroke:#cf222e}
 .late{fill:#ffd8b5;stroke:#bc4c00}
-.reclaimed{fill:#d4a72c;stroke:#9a6700}.running{fill:#0969da;stroke:#0969da}
-.waiting{fill:#8250df;stroke:#8250df}.due{fill:#fff;stroke:#8c959f}
+.running{fill:#0969da;stroke:#0969da}
+.waiting{fill:#8250df;stroke:#8250df}.due,.any{fill:#fff;stroke:#8c959f}
+svg .mark{fill:#1f2328;stroke:#fff;stroke-width:.75}
 svg .axis{stroke:#d0d7de;stroke-width:1}svg text{font-size:11px;fill:#656d76}
 """
 
