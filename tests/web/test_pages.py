@@ -1,7 +1,8 @@
 """The pages of a real `claimsched web` process in Debian's headless Chromium: they load with
 no console error, no page error and no dialog; what they count is what the database holds; who
-ran each attempt shows without a click; hostile text is text; POST is refused; screenshots of
-the overview and a schedule."""
+ran each attempt shows without a click; hostile text is text; POST is refused; each page fits a
+phone's width (wide tables scroll in their own box); screenshots of the overview, a schedule, a
+run with three attempts and a dead fleet, at 1400 px and at a phone's 390 px."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from tests.helpers.web_seed import (
 )
 from tests.integration.support import sql
 
-from .conftest import Server, Watched
+from .conftest import PHONE, Server, Watched
 
 
 def _fire_time(title: str) -> datetime:
@@ -187,6 +188,37 @@ def test_who_ran_each_attempt_of_a_run_shows_on_its_square_its_row_and_its_page(
                         ("r2", "fenced out (lost its lease, gave the run back)"),
                         ("r3", "done")]
     watched.assert_clean()
+
+
+def test_every_page_fits_a_phone_and_a_wide_screen(
+    dsn: str, web_server: Callable[[str], Server], watched: Watched, phone: Watched,
+    tmp_path: Path
+) -> None:
+    """Screenshots of the index, a schedule, a run with three attempts and a dead fleet's
+    schedule at 1400 px and at 390 px; no page is wider than the window (wide tables and the
+    timeline scroll in their own box)."""
+    seeded = seed(dsn)
+    seed_dead_fleet(dsn)
+    server = web_server(dsn)
+    shown = {"index": "/", "schedule": "/schedules/nightly",
+             "run-three-attempts": f"/runs/{seeded.three_attempts}",
+             "dead-fleet": "/schedules/tick", "agents": "/agents"}
+    for width, watching in (("1400", watched), ("390", phone)):
+        for name, path in shown.items():
+            watching.goto(server.url + path)
+            assert watching.overflow() == 0, (width, path)
+            watching.screenshot(tmp_path / f"web-{name}-{width}.png")
+        watching.assert_clean()
+    phone.goto(server.url + "/schedules/nightly")
+    timeline = phone.page.locator(".scroll:has(svg.timeline)")
+    assert timeline.evaluate("e => e.scrollWidth > e.clientWidth")  # scrolls, not squeezed
+    newest = phone.page.locator("svg.timeline rect.sq").last.bounding_box()
+    assert newest is not None and 0 < newest["x"] < PHONE["width"]  # the newest shows first
+    phone.goto(server.url + "/")
+    strips = phone.page.locator('tr[data-job="fast"] svg.strip').all()
+    assert len(strips) == 2  # 30 squares: the newer 15 wrap under the older
+    older, newer = (strip.bounding_box() for strip in strips)
+    assert older is not None and newer is not None and newer["y"] > older["y"]
 
 
 def test_post_is_refused_and_unknown_pages_are_404s(

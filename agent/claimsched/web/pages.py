@@ -22,6 +22,7 @@ from .style import CSS
 from .verdict import Health, judge
 
 SQUARE, GAP = 12, 3  # strip squares, px
+STRIP_HALF = RECENT_RUNS // 2  # squares in each of a schedule's two strips
 UTC_NAMES = frozenset({"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Universal", "Zulu", "Etc/Zulu",
                        "GMT", "Etc/GMT"})  # zones that are UTC itself: a time shown once
 TIMELINE_WIDTH, TIMELINE_HEIGHT = 960, 64
@@ -68,11 +69,12 @@ def overview(data: Overview) -> str:
         f'<span data-count="latest-missed">{latest.count("missed")} whose latest occurrence '
         "was missed</span></p>"
         + _legend()
-        + "<table><thead><tr><th>job</th><th>state</th><th>health</th><th>schedule</th>"
-        "<th>last 30 occurrences (newest right)</th><th>last success</th><th>next fire</th>"
-        '<th class="num">live agents</th></tr></thead><tbody>'
-        + (rows or '<tr><td colspan="8" class="muted">no schedules yet</td></tr>')
-        + "</tbody></table>"
+        + _scroll(
+            '<table class="overview"><thead><tr><th>job</th><th>state</th><th>health</th>'
+            "<th>schedule</th><th>last 30 occurrences (newest right)</th><th>last success</th>"
+            '<th>next fire</th><th class="num">live agents</th></tr></thead><tbody>'
+            + (rows or '<tr><td colspan="8" class="muted">no schedules yet</td></tr>')
+            + "</tbody></table>")
     )
     return _page("Schedules", body, data.now, "/api/schedules")
 
@@ -108,7 +110,8 @@ def schedule(data: Detail) -> str:
         f"<h2>{_timeline_title(data.timeline, data.since, data.now)}</h2>"
         f'<p class="summary">{tallies or "no occurrences"}</p>'
         + _legend()
-        + _timeline(data.timeline, _timeline_start(data.timeline, data.since), data.now, zone)
+        + _scroll(_timeline(data.timeline, _timeline_start(data.timeline, data.since),
+                            data.now, zone), newest_right=True)
         + "<h2>Next fires</h2>" + suspended
         + _next_fires(data)
         + f"<h2>Occurrences, newest first (at most {TABLE_ROWS})</h2>"
@@ -156,13 +159,14 @@ def run(data: RunDetail) -> str:
         + (f'<pre class="error" data-field="error">{esc(r.error)}</pre>' if r.error
            else '<p class="muted">none</p>')
         + f"<h2>Attempts ({len(data.attempts)})</h2>"
-        + (('<table class="attempts"><thead><tr><th class="num">attempt</th><th>owner</th>'
-            "<th>how it ended</th><th>started</th><th>ended</th><th>why</th></tr></thead>"
-            f"<tbody>{tried}</tbody></table>") if tried else '<p class="muted">none yet</p>')
+        + (_scroll('<table class="attempts"><thead><tr><th class="num">attempt</th>'
+                   "<th>owner</th><th>how it ended</th><th>started</th><th>ended</th>"
+                   f"<th>why</th></tr></thead><tbody>{tried}</tbody></table>") if tried
+           else '<p class="muted">none yet</p>')
         + f"<h2>Effect receipts ({data.effect_count})</h2>"
-        + (("<table><thead><tr><th>entity</th><th class=\"num\">attempt</th><th>recorded</th>"
-            f"</tr></thead><tbody>{effects}</tbody></table>" + more) if effects
-           else '<p class="muted">none</p>')
+        + (_scroll("<table><thead><tr><th>entity</th><th class=\"num\">attempt</th>"
+                   f"<th>recorded</th></tr></thead><tbody>{effects}</tbody></table>") + more
+           if effects else '<p class="muted">none</p>')
     )
     return _page(f"run {r.id}", body, data.now, f"/api{run_href(r.id)}")
 
@@ -183,11 +187,12 @@ def agents(data: Sequence[Agent], now: datetime) -> str:
         "<h1>Agents</h1>"
         f'<p class="summary"><span data-count="live">{live} live</span>'
         f'<span data-count="agents">{len(data)} seen in the last day</span></p>'
-        "<table><thead><tr><th>agent</th><th>state</th><th>host</th><th>pod</th>"
-        "<th>namespace</th><th>handlers</th><th>version</th><th>started</th><th>last seen</th>"
-        "</tr></thead><tbody>"
-        + (rows or '<tr><td colspan="9" class="muted">no agents</td></tr>')
-        + "</tbody></table>"
+        + _scroll(
+            "<table><thead><tr><th>agent</th><th>state</th><th>host</th><th>pod</th>"
+            "<th>namespace</th><th>handlers</th><th>version</th><th>started</th>"
+            "<th>last seen</th></tr></thead><tbody>"
+            + (rows or '<tr><td colspan="9" class="muted">no agents</td></tr>')
+            + "</tbody></table>")
     )
     return _page("Agents", body, now, "/api/agents")
 
@@ -232,9 +237,9 @@ def _overview_row(s: Summary, health: Health, now: datetime) -> str:
         f"<td>{esc(s.description)}<br><span class=\"muted small\">{_expression(s)} "
         f"{esc(s.time_zone)}</span>{_problem(s)}</td>"
         f"<td>{_strip(s.strip)}</td>"
-        f"<td>{_ago(s.last_success, now, zone)}</td>"
-        f"<td>{nxt}</td>"
-        f'<td class="num">{s.live_agents}</td></tr>'
+        f'<td data-label="last success">{_ago(s.last_success, now, zone)}</td>'
+        f'<td data-label="next fire">{nxt}</td>'
+        f'<td class="num" data-label="live agents">{s.live_agents}</td></tr>'
     )
 
 
@@ -262,18 +267,28 @@ def _expression(s: Summary) -> str:
 
 
 def _strip(items: Sequence[Occurrence]) -> str:
+    """The newest occurrences in two strips of at most STRIP_HALF squares, each as wide as its
+    squares: side by side and flush right on a wide screen (the newest square is always at
+    the column's right edge), the newer under the older when a narrow one has no room."""
+    older, newer = items[:-STRIP_HALF], items[-STRIP_HALF:]
+    return ('<div class="strips">' + _strip_half(older, "older")
+            + _strip_half(newer, "newer") + "</div>")
+
+
+def _strip_half(items: Sequence[Occurrence], which: str) -> str:
+    if not items:
+        return ""
     step = SQUARE + GAP
-    width = RECENT_RUNS * step
-    offset = width - len(items) * step
+    width = len(items) * step
     squares = []
     for i, o in enumerate(items):
-        x = offset + i * step
+        x = i * step
         square = (f'<g class="occ{" retried" if o.retried else ""}"><title>{esc(_label(o))}'
                   f"</title>{_square_shapes(x, o.cls, o.retried)}</g>")
         squares.append(f'<a href="{run_href(o.run.id)}">{square}</a>' if o.run else square)
     return (f'<svg class="strip" width="{width}" height="{SQUARE}" '
-            f'viewBox="0 0 {width} {SQUARE}" role="img" aria-label="recent occurrences">'
-            + "".join(squares) + "</svg>")
+            f'viewBox="0 0 {width} {SQUARE}" role="img" '
+            f'aria-label="recent occurrences, {which}">' + "".join(squares) + "</svg>")
 
 
 def _square_shapes(x: float, cls: str, retried: bool) -> str:
@@ -333,6 +348,11 @@ def _legend() -> str:
         + f'<span>{_square("any", retried=True)}{esc(RETRIED)}: the colour is how it ended; '
         "hover a square for who ran each attempt</span></div>")
 
+
+def _scroll(content: str, *, newest_right: bool = False) -> str:
+    """Content as wide as it needs, scrolled sideways on a narrow screen, not the page; one
+    whose newest part is at its right shows that part first (its box is right-to-left)."""
+    return f'<div class="scroll{" newest" if newest_right else ""}">{content}</div>'
 
 
 def _timeline_start(items: Sequence[Occurrence], since: datetime) -> datetime:
@@ -412,15 +432,15 @@ def _next_fires(data: Detail) -> str:
         + "</td></tr>"
         for f in data.next_fires
     )
-    return ("<table class=\"next\"><thead><tr><th>local time</th><th>UTC</th>"
-            f"<th>clock change that day</th></tr></thead><tbody>{rows}</tbody></table>")
+    return _scroll("<table class=\"next\"><thead><tr><th>local time</th><th>UTC</th>"
+                   f"<th>clock change that day</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
 def _occurrence_table(items: Sequence[Occurrence], zone: ZoneInfo) -> str:
     rows = []
     for o in items:
         r = o.run
-        what = f"<td>{_square(o.cls, o.retried)} {esc(MEANING[o.cls])}</td>"
+        what = f'<td class="what">{_square(o.cls, o.retried)} {esc(MEANING[o.cls])}</td>'
         when = esc(_local(o.fire_time.astimezone(zone)))
         if r is None:
             rows.append(f"<tr><td>{when}</td>{what}<td></td><td></td><td></td><td></td></tr>")
@@ -435,11 +455,12 @@ def _occurrence_table(items: Sequence[Occurrence], zone: ZoneInfo) -> str:
             + f'</td><td><a href="{run_href(r.id)}">run {r.id}</a> {esc(r.kind)}, '
             f"attempt {r.attempt}</td><td>{_duration(duration)}</td>"
             f'<td class="small">{esc(error)}</td></tr>')
-    return ("<table><thead><tr><th>fire time (local)</th><th>what became of it</th>"
-            "<th>ran by (each attempt)</th><th>run</th><th>duration</th><th>error</th></tr>"
-            "</thead><tbody>"
-            + ("".join(rows) or '<tr><td colspan="6" class="muted">none</td></tr>')
-            + "</tbody></table>")
+    return _scroll(
+        "<table><thead><tr><th>fire time (local)</th><th>what became of it</th>"
+        "<th>ran by (each attempt)</th><th>run</th><th>duration</th><th>error</th></tr>"
+        "</thead><tbody>"
+        + ("".join(rows) or '<tr><td colspan="6" class="muted">none</td></tr>')
+        + "</tbody></table>")
 
 
 def _state(s: Summary) -> str:
