@@ -4,10 +4,12 @@ frequent schedule, the JSON link of each page, a square's tooltip and mark."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import cast
 from zoneinfo import ZoneInfo
 
 from claimsched.web import model, pages
-from claimsched.web.occurrences import Occurrence, Run
+from claimsched.web.occurrences import Fire, Occurrence, Run
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 
@@ -23,15 +25,16 @@ def test_a_frequent_schedules_timeline_spans_its_occurrences_not_the_week() -> N
     since = NOW - timedelta(days=7)
     every_second = [Occurrence(NOW - timedelta(seconds=i), "done")
                     for i in range(model.TIMELINE_LIMIT)]
-    start = pages._timeline_start(every_second, since)
+    long_ago = NOW - timedelta(days=30)
+    start = pages._timeline_start(every_second, since, NOW, long_ago)
     assert start == NOW - timedelta(seconds=model.TIMELINE_LIMIT - 1)
-    assert pages._timeline_title(every_second, since, NOW).startswith(
+    assert pages._timeline_title(every_second, start, since, NOW, long_ago).startswith(
         f"The last {model.TIMELINE_LIMIT} occurrences")
     ticks = pages._ticks(start, NOW, ZoneInfo("UTC"))
     assert 1 < len(ticks) <= 12 and all(start <= t <= NOW for t, _ in ticks)
     hourly = [Occurrence(NOW - timedelta(hours=i), "done") for i in range(48)]
-    assert pages._timeline_start(hourly, since) == since
-    assert pages._timeline_title(hourly, since, NOW) == "The last 7 days"
+    assert pages._timeline_start(hourly, since, NOW, long_ago) == since
+    assert pages._timeline_title(hourly, since, since, NOW, long_ago) == "The last 7 days"
     assert [text for _, text in pages._ticks(since, NOW, ZoneInfo("UTC"))][-1] == "Fri 04 Dec"
 
 
@@ -63,3 +66,27 @@ def test_a_request_not_taken_yet_names_nobody() -> None:
     pending = Run(10, NOW, "pending", 0, kind="manual")
     assert pages._label(Occurrence(NOW, "waiting", pending)) == (
         "2026-12-04 12:00:00 UTC: waiting for an owner (requested or orphaned); run 10, manual")
+
+
+def test_a_schedule_active_for_minutes_has_a_timeline_of_those_minutes_not_of_the_week() -> None:
+    since, active = NOW - timedelta(days=7), NOW - timedelta(minutes=10)
+    every_2s = [Occurrence(active + timedelta(seconds=2 * i), "done") for i in range(1, 300)]
+    start = pages._timeline_start(every_2s, since, NOW, active)
+    assert start == active
+    assert pages._timeline_title(every_2s, start, since, NOW, active) == (
+        "The last 10 min, since it became active")
+    assert pages._ticks(start, NOW, ZoneInfo("UTC"))[0][1] == "11:50"
+    older_run = [Occurrence(NOW - timedelta(hours=2), "done"), *every_2s]
+    assert pages._timeline_start(older_run, since, NOW, active) == NOW - timedelta(hours=2)
+    resumes_later = NOW + timedelta(hours=1)  # suspended until then, nothing ran since
+    assert pages._timeline_start([], since, NOW, resumes_later) == since
+
+
+def test_the_next_fires_of_a_schedule_in_utc_are_one_column() -> None:
+    fire = Fire(NOW, NOW, None)
+    summary = cast(model.Summary, SimpleNamespace(problem=None))
+    data = cast(model.Detail, SimpleNamespace(next_fires=[fire], summary=summary))
+    utc = pages._next_fires(data, ZoneInfo("UTC"))
+    assert utc.count("2026-12-04 12:00:00") == 1 and "local time" not in utc
+    paris = pages._next_fires(data, ZoneInfo("Europe/Paris"))
+    assert "local time" in paris and "clock change that day" in paris

@@ -85,6 +85,12 @@ def test_a_job_whose_fleet_is_gone_is_marked_late_and_unhealthy_on_both_pages(
     assert "unhealthy" in (health.get_attribute("class") or "")
     assert health.inner_text().startswith("late ") and "no live agent" in health.inner_text()
     assert page.locator("svg.timeline rect.late").count() > 0
+    # Active for 10 minutes: its timeline spans them, not the last pixels of a week.
+    assert page.get_by_role("heading", name="since it became active").count() == 1
+    bars = page.locator("svg.timeline rect.sq")
+    first, last = bars.first.bounding_box(), bars.last.bounding_box()
+    assert first is not None and last is not None and last["x"] - first["x"] > 800
+    assert page.locator("table.next th").all_inner_texts() == ["UTC"]  # a UTC schedule
     watched.screenshot(tmp_path / "web-schedule-dead-fleet.png")
     watched.assert_clean()
 

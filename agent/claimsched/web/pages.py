@@ -89,6 +89,8 @@ def schedule(data: Detail) -> str:
     if again:
         tallies += f'<span data-count="retried">{again} needed more than one attempt</span>'
     newest = list(reversed(data.timeline))[:TABLE_ROWS]
+    active = s.window.active_since
+    start = _timeline_start(data.timeline, data.since, data.now, active)
     suspended = (
         f'<p class="muted">This schedule is {esc(s.state)}: it fires at these times only once '
         "it is enabled again.</p>" if s.state != "enabled" and not s.suspend_until else
@@ -107,13 +109,12 @@ def schedule(data: Detail) -> str:
         f"<dt>last success</dt><dd>{_ago(s.last_success, data.now, zone)}</dd>"
         f'<dt>live agents</dt><dd data-count="live-agents">{s.live_agents}</dd>'
         "</dl>"
-        f"<h2>{_timeline_title(data.timeline, data.since, data.now)}</h2>"
+        f"<h2>{_timeline_title(data.timeline, start, data.since, data.now, active)}</h2>"
         f'<p class="summary">{tallies or "no occurrences"}</p>'
         + _legend()
-        + _scroll(_timeline(data.timeline, _timeline_start(data.timeline, data.since),
-                            data.now, zone), newest_right=True)
+        + _scroll(_timeline(data.timeline, start, data.now, zone), newest_right=True)
         + "<h2>Next fires</h2>" + suspended
-        + _next_fires(data)
+        + _next_fires(data, zone)
         + f"<h2>Occurrences, newest first (at most {TABLE_ROWS})</h2>"
         + _occurrence_table(newest, zone)
     )
@@ -355,20 +356,28 @@ def _scroll(content: str, *, newest_right: bool = False) -> str:
     return f'<div class="scroll{" newest" if newest_right else ""}">{content}</div>'
 
 
-def _timeline_start(items: Sequence[Occurrence], since: datetime) -> datetime:
-    """Where the timeline begins: `since`, or, when its occurrences are the newest
-    TIMELINE_LIMIT only (a frequent schedule), the oldest of them: else they would all crowd
-    the last pixels of the days."""
-    if len(items) < model.TIMELINE_LIMIT:
-        return since
-    return max(since, min(o.fire_time for o in items))
+def _timeline_start(items: Sequence[Occurrence], since: datetime, now: datetime,
+                    active_since: datetime) -> datetime:
+    """Where the timeline begins, never before `since`: when its occurrences are the newest
+    TIMELINE_LIMIT only (a frequent schedule), the oldest of them; else when the schedule
+    became active, or its oldest occurrence shown if that is older (a run from before a
+    change); `since` when that is in the future (a suspension that ends later). Else a
+    schedule active for minutes would crowd the last pixels of the days."""
+    oldest = min((o.fire_time for o in items), default=None)
+    if len(items) >= model.TIMELINE_LIMIT and oldest is not None:
+        return max(since, oldest)
+    begins = active_since if oldest is None else min(active_since, oldest)
+    return max(since, begins) if begins < now else since
 
 
-def _timeline_title(items: Sequence[Occurrence], since: datetime, now: datetime) -> str:
-    start = _timeline_start(items, since)
+def _timeline_title(items: Sequence[Occurrence], start: datetime, since: datetime,
+                    now: datetime, active_since: datetime) -> str:
+    span = _duration(now - start, rough=True)
     if start == since:
         return f"The last {(now - since).days} days"
-    return f"The last {len(items)} occurrences ({_duration(now - start, rough=True)})"
+    if len(items) >= model.TIMELINE_LIMIT:
+        return f"The last {len(items)} occurrences ({span})"
+    return f"The last {span}" + (", since it became active" if start == active_since else "")
 
 
 def _timeline(items: Sequence[Occurrence], since: datetime, now: datetime,
@@ -422,9 +431,15 @@ def _ticks(since: datetime, now: datetime, zone: ZoneInfo) -> list[tuple[datetim
                                                                for i in range(count))]
 
 
-def _next_fires(data: Detail) -> str:
+def _next_fires(data: Detail, zone: ZoneInfo) -> str:
+    """The next fires in the schedule's zone and in UTC, and the clock changes on their days;
+    for a schedule in UTC, one column of times and none of clock changes."""
     if not data.next_fires:
         return f'<p class="muted">{"—" if data.summary.problem else "no further fire times"}</p>'
+    if zone.key in UTC_NAMES:
+        rows = "".join(f"<tr><td>{_utc(f.at)}</td></tr>" for f in data.next_fires)
+        return _scroll(f'<table class="next"><thead><tr><th>UTC</th></tr></thead><tbody>{rows}'
+                       "</tbody></table>")
     rows = "".join(
         f"<tr><td>{esc(_local(f.local))}</td><td>{_utc(f.at)}</td><td>"
         + (f'<span class="clockchange" data-field="clock-change">{esc(f.clock_change)}</span>'
