@@ -1,8 +1,13 @@
-"""A history for the web view's tests: schedules with done, failed, skipped, reclaimed,
-running and missing occurrences, a hostile job name and error text, live and stopped agents."""
+"""A history for the web view's tests: schedules with done, failed, skipped, retried,
+running and missing occurrences, a hostile job name and error text, live and stopped agents.
+
+Retried runs have the history cs_reclaim_v2 keeps in job_attempts: each of the fast job's took
+two attempts (agent-gone's orphaned, then agent-live's); one nightly run took three (r1's
+orphaned, r2's fenced out, r3's done: THREE_ATTEMPTS)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,12 +21,17 @@ HOSTILE_ERROR = "<img src=x onerror=alert(2)> failed; see postgresql://app:hunte
 PASSWORD = "hunter2"
 # Missed fast enough to test: settled after catch-up window 0 + lease 3 s.
 QUICK = {"catch_up_window_seconds": 0, "lease_seconds": 3, "heartbeat_seconds": 1}
+# The superseded attempts (owner, outcome) of a retried run; its own, last, attempt follows.
+RETRIED = (("agent-gone", "orphaned"),)
+THREE_ATTEMPTS = (("r1", "orphaned"), ("r2", "fenced_out"))
+THREE_OWNERS = ("r1", "r2", "r3")
 
 
 @dataclass(frozen=True)
 class Seeded:
     now: datetime
     run_ids: dict[str, list[int]]  # per job, newest first
+    three_attempts: int  # the nightly run that took three attempts (THREE_OWNERS)
 
 
 def seed(dsn: str) -> Seeded:
@@ -39,17 +49,23 @@ def seed(dsn: str) -> Seeded:
                   enabled=False)
         nightly = parse_schedule("0 2 * * *", "Europe/Berlin").between(
             now - timedelta(days=10), now)
-        # Newest first: done, done, failed, (missed), done, reclaimed, (missed)...
-        plan = ["done", "done", "failed", None, "done", "reclaimed", None, "done", None, "done"]
+        # Newest first: done, done, failed, (missed), done, done at its third attempt, (missed)...
+        plan = ["done", "done", "failed", None, "done", "three", None, "done", None, "done"]
+        three = 0
         for fire, status in zip(reversed(nightly), plan, strict=False):
-            if status:
+            if status == "three":
+                three = _run(conn, "nightly", fire, "done", None, owner=THREE_OWNERS[-1],
+                             earlier=THREE_ATTEMPTS)
+            elif status:
                 _run(conn, "nightly", fire, status, "nightly run blew up" if status == "failed"
                      else None)
         fast = parse_schedule("@every 10s").between(now - timedelta(minutes=8), now)
-        cycle = ["done", "done", "failed", "skipped", None, "reclaimed", "done"]
+        cycle = ["done", "done", "failed", "skipped", None, "retried", "done"]
         for index, fire in enumerate(reversed(fast)):
             status = "running" if index == 0 else cycle[index % len(cycle)]
-            if status:
+            if status == "retried":
+                _run(conn, "fast", fire, "done", None, earlier=RETRIED)
+            elif status:
                 _run(conn, "fast", fire, status, "fast failed" if status == "failed" else None)
         hostile = parse_schedule("*/5 * * * *").between(now - timedelta(hours=1), now)
         _run(conn, HOSTILE_JOB, hostile[-2], "failed", HOSTILE_ERROR)
@@ -69,7 +85,7 @@ def seed(dsn: str) -> Seeded:
         for job, run_id in conn.execute(
                 "SELECT job_name, id FROM job_runs ORDER BY fire_time DESC"):
             ids.setdefault(job, []).append(run_id)
-    return Seeded(now, ids)
+    return Seeded(now, ids, three)
 
 
 def _schedule(conn: psycopg.Connection[Any], job: str, expression: str, zone: str,
@@ -87,16 +103,29 @@ def _schedule(conn: psycopg.Connection[Any], job: str, expression: str, zone: st
 
 
 def _run(conn: psycopg.Connection[Any], job: str, fire: datetime, status: str,
-         error: str | None) -> None:
-    reclaimed = status == "reclaimed"
-    conn.execute(
+         error: str | None, owner: str = "agent-live",
+         earlier: Sequence[tuple[str, str]] = ()) -> int:
+    """A run whose own attempt `owner` holds, after the superseded attempts `earlier` (owner,
+    outcome: each lost its lease, 5 s apart), as cs_reclaim_v2 records them."""
+    started = fire + timedelta(seconds=1 + 5 * len(earlier))
+    row = conn.execute(
         "INSERT INTO job_runs (job_name, fire_time, status, claimed_by, attempt, orphan_count, "
         "started_at, finished_at, error, lease_until) "
-        "VALUES (%s, %s, %s, 'agent-live', %s, %s, %s, %s, %s, %s)",
-        [job, fire, "done" if reclaimed else status, 2 if reclaimed else 1, 1 if reclaimed else 0,
-         fire + timedelta(seconds=1),
-         None if status == "running" else fire + timedelta(seconds=3), error,
-         fire + timedelta(minutes=2) if status == "running" else None])
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        [job, fire, status, owner, len(earlier) + 1, len(earlier), started,
+         None if status == "running" else started + timedelta(seconds=2), error,
+         fire + timedelta(minutes=2) if status == "running" else None]).fetchone()
+    assert row is not None
+    for attempt, (held_by, outcome) in enumerate(earlier, 1):
+        began = fire + timedelta(seconds=1 + 5 * (attempt - 1))
+        why = (f"lease expired (claimed by {held_by}, attempt {attempt})" if outcome == "orphaned"
+               else f"fenced out (claimed by {held_by}, attempt {attempt}): the lease was lost")
+        conn.execute(
+            "INSERT INTO job_attempts (job_name, fire_time, attempt, run_id, claimed_by, "
+            "started_at, ended_at, outcome, error) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            [job, fire, attempt, row[0], held_by, began, began + timedelta(seconds=4), outcome,
+             why])
+    return int(row[0])
 
 
 def seed_dead_fleet(dsn: str, job: str = "tick") -> datetime:

@@ -19,9 +19,16 @@ from psycopg import sql as pgsql
 
 from claimsched.cli import main
 from claimsched.db import Store, Views
+from claimsched.db.queries import query
 from claimsched.tools.postgres import free_port
 from claimsched.web.server import make_server
-from tests.helpers.web_seed import HOSTILE_JOB, PASSWORD, seed, seed_dead_fleet
+from tests.helpers.web_seed import (
+    HOSTILE_JOB,
+    PASSWORD,
+    THREE_OWNERS,
+    seed,
+    seed_dead_fleet,
+)
 
 from .support import sql
 
@@ -84,18 +91,18 @@ def test_the_overview_counts_are_the_database_runs_of_its_window(web: Web, dsn: 
     for job in ("fast", "nightly"):
         squares = _squares(jobs[job])
         oldest = squares[0]["fire_time"]
-        rows = sql(dsn, "SELECT count(*) FILTER (WHERE status = 'done' AND attempt = 1 "
-                        "                         AND orphan_count = 0), "
-                        "       count(*) FILTER (WHERE status = 'failed' AND attempt = 1), "
+        rows = sql(dsn, "SELECT count(*) FILTER (WHERE status = 'done'), "
+                        "       count(*) FILTER (WHERE status = 'failed'), "
                         "       count(*) FILTER (WHERE status = 'skipped'), "
                         "       count(*) FILTER (WHERE attempt > 1 OR orphan_count > 0), "
                         "       count(*) FILTER (WHERE status = 'running'), count(*), "
                         "       max(fire_time) FILTER (WHERE status = 'done') "
                         "FROM job_runs WHERE job_name = %s AND fire_time >= %s", [job, oldest])
-        done, failed, skipped, reclaimed, running, runs, last_done = rows[0]
+        done, failed, skipped, retried, running, runs, last_done = rows[0]
         counts = jobs[job]["recent"]["counts"]
-        assert (counts["done"], counts["failed"], counts["skipped"], counts["reclaimed"],
-                counts["running"]) == (done, failed, skipped, reclaimed, running), job
+        assert (counts["done"], counts["failed"], counts["skipped"], counts["running"],
+                jobs[job]["recent"]["retried"]) == (done, failed, skipped, running, retried), job
+        assert retried > 0 and sum(s["retried"] for s in squares) == retried, job
         assert counts["missed"] + counts["due"] == len(squares) - runs
         assert jobs[job]["last_success"] == last_done.isoformat()
         assert [s["run"]["id"] for s in squares if "run" in s] == [
@@ -105,12 +112,57 @@ def test_the_overview_counts_are_the_database_runs_of_its_window(web: Web, dsn: 
     assert len(fast) == 30 and fast[-1]["class"] == "running"
     assert jobs["fast"]["recent"]["counts"]["missed"] >= 4  # one in seven slots has no run
     nightly = jobs["nightly"]["recent"]["counts"]
-    assert nightly["missed"] >= 3 and nightly["done"] == 5 and nightly["reclaimed"] == 1
+    assert nightly["missed"] >= 3 and nightly["done"] == 6 and jobs["nightly"]["recent"][
+        "retried"] == 1
     assert jobs["paused"]["state"] == "suspended" and jobs["paused"]["next_fire"] is None
     assert (jobs["paused"]["verdict"], jobs["fast"]["verdict"]) == ("suspended", "running")
     assert jobs["nightly"]["description"] == "At 02:00, every day"
     assert jobs["nightly"]["next_fire"]["local"][11:16] == "02:00"
     assert jobs["nightly"]["live_agents"] == 1 and jobs["paused"]["live_agents"] == 0
+
+
+def test_each_occurrence_names_who_ran_each_attempt_and_is_marked_when_it_took_more(
+    web: Web, dsn: str
+) -> None:
+    (three, fire), = sql(dsn, "SELECT id, fire_time FROM job_runs WHERE job_name = 'nightly' "
+                              "AND attempt = 3")
+    overview = {s["job"]: s for s in web.json("/api/schedules")["schedules"]}
+    timeline = web.json("/api/schedules/nightly")["timeline"]["occurrences"]
+    for squares in (_squares(overview["nightly"]), timeline):
+        square, = [s for s in squares if s.get("run", {}).get("id") == three]
+        assert (square["class"], square["retried"]) == ("done", True)
+        assert square["fire_time"] == fire.isoformat()
+        assert square["run"]["owners"] == list(THREE_OWNERS)
+        others = [s for s in squares if "run" in s and s["run"]["id"] != three]
+        assert others and all(s["run"]["owners"] == ["agent-live"] and not s["retried"]
+                              for s in others)
+    fast = [s for s in _squares(overview["fast"]) if s["retried"]]
+    assert fast and all(s["class"] == "done" and s["run"]["owners"] == ["agent-gone", "agent-live"]
+                        for s in fast)
+    run = web.json(f"/api/runs/{three}")
+    assert run["owners"] == list(THREE_OWNERS)
+    assert [(a["attempt"], a["claimed_by"], a["outcome"]) for a in run["attempts"]] == [
+        (1, "r1", "orphaned"), (2, "r2", "fenced_out"), (3, "r3", "done")]
+    _, _, page = web.request("/")
+    assert "ran by r1 → r2 → r3 (3 attempts, orphaned 2 times)" in page.decode()
+
+
+def test_the_owners_of_earlier_attempts_are_read_by_primary_key_not_by_a_scan(
+    web: Web, dsn: str
+) -> None:
+    sql(dsn, "INSERT INTO job_attempts (job_name, fire_time, attempt, run_id, claimed_by, "
+             "outcome) SELECT 'other' || (g % 100), now() - make_interval(secs => g), 1, g, "
+             "'agent-x', 'orphaned' FROM generate_series(1, 50000) g")
+    sql(dsn, "ANALYZE job_attempts")
+    since = datetime.fromisoformat(sql(dsn, "SELECT (now() - interval '7 days')::text")[0][0])
+    for name, params in (("web_schedules", {"job_name": None, "recent": 30}),
+                         ("web_schedule_runs", {"job_name": "nightly", "since": since,
+                                                "limit": 500})):
+        statement = query(name)
+        assert isinstance(statement, str)
+        plan = "\n".join(row[0] for row in sql(dsn, "EXPLAIN " + statement, params))
+        assert "job_attempts_pkey" in plan and "Seq Scan on job_attempts" not in plan, plan
+    assert web.json("/api/schedules/nightly")["timeline"]["retried"] == 1
 
 
 def test_a_hashed_schedule_shows_its_resolved_expression(web: Web, dsn: str) -> None:
@@ -131,7 +183,7 @@ def test_a_schedule_timeline_counts_its_runs_and_its_missed_occurrences(
     rows = sql(dsn, "SELECT count(*) FILTER (WHERE status = 'done'), count(*) FROM job_runs "
                     "WHERE job_name = 'nightly' AND fire_time > %s", [since])
     done_all, runs = rows[0]
-    assert counts["done"] + counts["reclaimed"] == done_all
+    assert counts["done"] == done_all and data["timeline"]["retried"] == 1
     assert sum(counts.values()) - counts["missed"] - counts["due"] == runs
     assert len(data["next_fires"]) == 10
     assert all(f["local"][11:16] == "02:00" for f in data["next_fires"])

@@ -1,5 +1,6 @@
-"""What became of each occurrence: runs by class, expected occurrences without a run (due, late
-or missed), the newest N; and the clock changes the next fires fall on."""
+"""What became of each occurrence: runs by class (their final outcome) and whether they needed
+more than one attempt, who held each attempt, expected occurrences without a run (due, late or
+missed), the newest N; and the clock changes the next fires fall on."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from claimsched.web.occurrences import (
     counts,
     next_fires,
     occurrences,
+    retried,
 )
 
 NOW = datetime(2026, 6, 10, 12, 0, 30, tzinfo=UTC)
@@ -40,24 +42,53 @@ def window(**changes: object) -> Window:
 
 
 @pytest.mark.parametrize(
-    ("status", "attempt", "orphans", "expected"),
+    ("status", "attempt", "orphans", "expected", "again"),
     [
-        ("done", 1, 0, "done"),
-        ("failed", 1, 0, "failed"),
-        ("skipped", 1, 0, "skipped"),
-        ("running", 1, 0, "running"),
-        ("running", 2, 1, "running"),
-        ("done", 2, 0, "reclaimed"),
-        ("done", 1, 1, "reclaimed"),
-        ("failed", 3, 2, "reclaimed"),
-        ("pending", 0, 0, "waiting"),
-        ("orphaned", 1, 1, "waiting"),
+        ("done", 1, 0, "done", False),
+        ("failed", 1, 0, "failed", False),
+        ("skipped", 1, 0, "skipped", False),
+        ("running", 1, 0, "running", False),
+        ("running", 2, 1, "running", True),
+        ("done", 2, 0, "done", True),  # a failure retried, then done
+        ("done", 1, 1, "done", True),  # orphaned, then finished by its owner all the same
+        ("failed", 3, 2, "failed", True),
+        ("pending", 0, 0, "waiting", False),
+        ("orphaned", 1, 1, "waiting", True),
     ],
 )
-def test_a_run_is_classed_by_status_and_by_whether_it_was_reclaimed(
-    status: str, attempt: int, orphans: int, expected: str
+def test_a_run_is_classed_by_its_final_outcome_and_marked_when_it_needed_more_attempts(
+    status: str, attempt: int, orphans: int, expected: str, again: bool
 ) -> None:
-    assert classify(Run(1, NOW, status, attempt, orphans)) == expected
+    run = Run(1, NOW, status, attempt, orphans)
+    assert (classify(run), run.retried) == (expected, again)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "owner", "earlier", "owners"),
+    [
+        (0, None, (), []),  # requested, not taken yet
+        (1, "r1", (), ["r1"]),
+        (2, "r1", ("r3",), ["r3", "r1"]),
+        (3, "r3", ("r1", "r2"), ["r1", "r2", "r3"]),
+        (3, "r1", ("r2",), [None, "r2", "r1"]),  # attempt 1 left no record (older history)
+        (2, "r1", (), [None, "r1"]),
+        (2, "r2", (None,), [None, "r2"]),  # an attempt recorded without an owner
+    ],
+)
+def test_a_runs_owners_are_who_held_each_attempt_first_to_last(
+    attempt: int, owner: str | None, earlier: tuple[str | None, ...], owners: list[str | None]
+) -> None:
+    run = Run(1, NOW, "done", attempt, claimed_by=owner, earlier_owners=earlier)
+    assert run.owners == owners
+
+
+def test_retried_occurrences_are_counted_beside_their_classes() -> None:
+    runs = [Run(1, at(3), "done"), Run(2, at(2), "done", 3, 2), Run(3, at(1), "failed", 2, 0),
+            Run(4, at(0), "failed")]
+    found = occurrences(MINUTELY, runs, window(active_since=at(4)), limit=30)
+    assert counts(found) == {**counts([]), "done": 2, "failed": 2}
+    assert retried(found) == 2
+    assert [o.retried for o in found] == [False, True, True, False]
 
 
 def test_an_expected_occurrence_without_a_run_is_due_then_late_then_missed_once_settled(

@@ -25,6 +25,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 # Copies of the screenshots land here too when set (for people to look at).
 SCREENSHOTS = os.environ.get("CLAIMSCHED_SCREENSHOTS")
+DESKTOP = {"width": 1400, "height": 900}
+PHONE = {"width": 390, "height": 844}  # a phone's CSS pixels (iPhone 12 to 15)
 
 
 @dataclass
@@ -115,10 +117,16 @@ class Watched:
             Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
             shutil.copy(path, Path(SCREENSHOTS) / path.name)
 
+    def overflow(self) -> int:
+        """How many CSS pixels the page is wider than the window (0: it fits; a wide table
+        scrolls inside its own box instead)."""
+        return int(self.page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"))
 
-@pytest.fixture
-def watched(browser: Any) -> Iterator[Watched]:
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
+
+def watch(browser: Any, viewport: dict[str, int], *, mobile: bool = False) -> Iterator[Watched]:
+    """A page in a new browser context of this size, watched for errors; closed afterwards."""
+    context = browser.new_context(viewport=viewport, is_mobile=mobile, has_touch=mobile)
     page = context.new_page()
     found = Watched(page)
     page.on("console", lambda m: found.console_errors.append(m.text) if m.type == "error"
@@ -132,3 +140,14 @@ def watched(browser: Any) -> Iterator[Watched]:
     page.on("dialog", dialog)
     yield found
     context.close()
+
+
+@pytest.fixture
+def watched(browser: Any) -> Iterator[Watched]:
+    yield from watch(browser, DESKTOP)
+
+
+@pytest.fixture
+def phone(browser: Any) -> Iterator[Watched]:
+    """A phone's width, laid out as a mobile browser does (the page's viewport meta counts)."""
+    yield from watch(browser, PHONE, mobile=True)

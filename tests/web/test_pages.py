@@ -1,6 +1,8 @@
 """The pages of a real `claimsched web` process in Debian's headless Chromium: they load with
-no console error, no page error and no dialog; what they count is what the database holds;
-hostile text is text; POST is refused; screenshots of the overview and a schedule."""
+no console error, no page error and no dialog; what they count is what the database holds; who
+ran each attempt shows without a click; hostile text is text; POST is refused; each page fits a
+phone's width (wide tables scroll in their own box); screenshots of the overview, a schedule, a
+run with three attempts and a dead fleet, at 1400 px and at a phone's 390 px."""
 
 from __future__ import annotations
 
@@ -11,10 +13,17 @@ from urllib.parse import quote
 
 from claimsched.schedules import parse_schedule
 from claimsched.tools.postgres import free_port
-from tests.helpers.web_seed import HOSTILE_ERROR, HOSTILE_JOB, PASSWORD, seed, seed_dead_fleet
+from tests.helpers.web_seed import (
+    HOSTILE_ERROR,
+    HOSTILE_JOB,
+    PASSWORD,
+    THREE_OWNERS,
+    seed,
+    seed_dead_fleet,
+)
 from tests.integration.support import sql
 
-from .conftest import Server, Watched
+from .conftest import PHONE, Server, Watched
 
 
 def _fire_time(title: str) -> datetime:
@@ -34,13 +43,14 @@ def test_the_overview_squares_are_the_database_runs_and_the_page_is_clean(
     for job in ("fast", "nightly"):
         row = page.locator(f'tr[data-job="{job}"]')
         oldest = _fire_time(row.locator("svg.strip title").first.text_content())
-        done, failed, runs = sql(
-            dsn, "SELECT count(*) FILTER (WHERE status = 'done' AND attempt = 1 "
-                 "AND orphan_count = 0), count(*) FILTER (WHERE status = 'failed' "
-                 "AND attempt = 1), count(*) FROM job_runs WHERE job_name = %s "
-                 "AND fire_time >= %s", [job, oldest])[0]
+        done, failed, retried, runs = sql(
+            dsn, "SELECT count(*) FILTER (WHERE status = 'done'), "
+                 "count(*) FILTER (WHERE status = 'failed'), "
+                 "count(*) FILTER (WHERE attempt > 1 OR orphan_count > 0), count(*) "
+                 "FROM job_runs WHERE job_name = %s AND fire_time >= %s", [job, oldest])[0]
         assert row.locator("rect.done").count() == done, job
         assert row.locator("rect.failed").count() == failed, job
+        assert row.locator("svg.strip .retried .mark").count() == retried > 0, job
         assert row.locator("svg.strip a").count() == runs, job  # each run links to its page
     nightly = page.locator('tr[data-job="nightly"]')
     since, = sql(dsn, "SELECT active_since FROM job_schedule WHERE job_name = 'nightly'")[0]
@@ -75,6 +85,12 @@ def test_a_job_whose_fleet_is_gone_is_marked_late_and_unhealthy_on_both_pages(
     assert "unhealthy" in (health.get_attribute("class") or "")
     assert health.inner_text().startswith("late ") and "no live agent" in health.inner_text()
     assert page.locator("svg.timeline rect.late").count() > 0
+    # Active for 10 minutes: its timeline spans them, not the last pixels of a week.
+    assert page.get_by_role("heading", name="since it became active").count() == 1
+    bars = page.locator("svg.timeline rect.sq")
+    first, last = bars.first.bounding_box(), bars.last.bounding_box()
+    assert first is not None and last is not None and last["x"] - first["x"] > 800
+    assert page.locator("table.next th").all_inner_texts() == ["UTC"]  # a UTC schedule
     watched.screenshot(tmp_path / "web-schedule-dead-fleet.png")
     watched.assert_clean()
 
@@ -112,7 +128,7 @@ def test_a_schedule_page_shows_its_timeline_and_next_fires_with_clock_changes(
     since = datetime.fromisoformat(
         sql(dsn, "SELECT (now() - interval '7 days')::text")[0][0])
     done = sql(dsn, "SELECT count(*) FROM job_runs WHERE job_name = 'nightly' "
-                    "AND status = 'done' AND attempt = 1 AND fire_time > %s", [since])[0][0]
+                    "AND status = 'done' AND fire_time > %s", [since])[0][0]
     assert page.locator("svg.timeline rect.done").count() == done
     assert page.locator("svg.timeline rect.missed").count() > 0
     assert page.locator("table.next tbody tr").count() == 10
@@ -135,11 +151,80 @@ def test_the_agents_page_and_a_run_page_show_the_database(
     assert "nightly, fast" in page.locator('tr[data-agent="agent-live"]').inner_text()
     run_id = seeded.run_ids["nightly"][0]
     watched.goto(f"{server.url}/runs/{run_id}")
-    assert page.locator("[data-field=owner]").inner_text() == "agent-live"
+    assert page.locator("[data-field=owners]").inner_text() == "agent-live"
     assert page.locator("[data-field=attempt]").inner_text() == "1 of 3"
     assert page.locator("[data-field=duration]").inner_text() == "2.000 s"
     assert "Effect receipts (3)" in page.content()
     watched.assert_clean()
+
+
+def test_who_ran_each_attempt_of_a_run_shows_on_its_square_its_row_and_its_page(
+    dsn: str, web_server: Callable[[str], Server], watched: Watched
+) -> None:
+    seeded = seed(dsn)
+    server = web_server(dsn)
+    page = watched.page
+    run = seeded.three_attempts
+    chain = " → ".join(THREE_OWNERS)
+    watched.goto(server.url + "/")
+    square = page.locator(f'tr[data-job="nightly"] svg.strip a[href="/runs/{run}"]')
+    assert square.locator("rect.sq").get_attribute("class") == "sq done"  # its final outcome
+    assert square.locator(".mark").count() == 1
+    tooltip = square.locator("title").text_content() or ""
+    assert f": done; ran by {chain} (3 attempts, orphaned 2 times); run {run}" in tooltip
+    legend = page.locator(".legend").inner_text()
+    assert "orphaned or retried" not in legend and "needed more than one attempt" in legend
+    watched.goto(server.url + "/schedules/nightly")
+    bar = page.locator(f'svg.timeline a[href="/runs/{run}"]')
+    assert f"ran by {chain}" in (bar.locator("title").text_content() or "")
+    assert bar.locator(".mark").count() == 1
+    assert page.locator("[data-count=retried]").inner_text() == "1 needed more than one attempt"
+    row = page.locator(f'tr[data-run="{run}"]')
+    assert row.locator("[data-field=ran-by]").inner_text().splitlines() == [
+        chain, "3 attempts, orphaned 2 times"]
+    assert row.locator(".mark").count() == 1
+    row.get_by_role("link", name=f"run {run}").click()
+    page.wait_for_url(f"{server.url}/runs/{run}")
+    assert page.locator("[data-field=owners]").inner_text() == chain
+    assert page.locator("[data-field=attempt]").inner_text() == "3 of 3"
+    attempts = [(r.locator("[data-field=owner]").inner_text(),
+                 r.locator("[data-field=outcome]").inner_text())
+                for r in page.locator("table.attempts tbody tr").all()]
+    assert attempts == [("r1", "orphaned (its lease expired)"),
+                        ("r2", "fenced out (lost its lease, gave the run back)"),
+                        ("r3", "done")]
+    watched.assert_clean()
+
+
+def test_every_page_fits_a_phone_and_a_wide_screen(
+    dsn: str, web_server: Callable[[str], Server], watched: Watched, phone: Watched,
+    tmp_path: Path
+) -> None:
+    """Screenshots of the index, a schedule, a run with three attempts and a dead fleet's
+    schedule at 1400 px and at 390 px; no page is wider than the window (wide tables and the
+    timeline scroll in their own box)."""
+    seeded = seed(dsn)
+    seed_dead_fleet(dsn)
+    server = web_server(dsn)
+    shown = {"index": "/", "schedule": "/schedules/nightly",
+             "run-three-attempts": f"/runs/{seeded.three_attempts}",
+             "dead-fleet": "/schedules/tick", "agents": "/agents"}
+    for width, watching in (("1400", watched), ("390", phone)):
+        for name, path in shown.items():
+            watching.goto(server.url + path)
+            assert watching.overflow() == 0, (width, path)
+            watching.screenshot(tmp_path / f"web-{name}-{width}.png")
+        watching.assert_clean()
+    phone.goto(server.url + "/schedules/nightly")
+    timeline = phone.page.locator(".scroll:has(svg.timeline)")
+    assert timeline.evaluate("e => e.scrollWidth > e.clientWidth")  # scrolls, not squeezed
+    newest = phone.page.locator("svg.timeline rect.sq").last.bounding_box()
+    assert newest is not None and 0 < newest["x"] < PHONE["width"]  # the newest shows first
+    phone.goto(server.url + "/")
+    strips = phone.page.locator('tr[data-job="fast"] svg.strip').all()
+    assert len(strips) == 2  # 30 squares: the newer 15 wrap under the older
+    older, newer = (strip.bounding_box() for strip in strips)
+    assert older is not None and newer is not None and newer["y"] > older["y"]
 
 
 def test_post_is_refused_and_unknown_pages_are_404s(

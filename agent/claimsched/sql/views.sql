@@ -4,9 +4,13 @@
 
 -- name: web_schedules
 -- Every schedule (or only %(job_name)s) with its newest %(recent)s runs as parallel arrays
--- (newest first), its latest success, the newest occurrence that has a run (any run but a
--- manual one: claimsched.deadlines tells from it whether the job is late, as the operator's
--- `latest_occurrence`), the live agents that handle it, and the database clock.
+-- (newest first; run_owners: the owner of each run's current or last attempt;
+-- run_earlier_owners: a JSON array per run of the owners of the attempts a later one
+-- superseded, oldest first), its latest success, the newest occurrence that has a
+-- run (any run but a manual one: claimsched.deadlines tells from it whether the job is late,
+-- as the operator's `latest_occurrence`), the live agents that handle it, and the database
+-- clock. Only a run past its first attempt has superseded attempts (cs_reclaim_v2 keeps them):
+-- job_attempts is probed by its primary key for those runs alone.
 SELECT s.job_name, s.schedule, s.time_zone, s.enabled, s.source, s.owner, s.active_since,
        s.updated_at, s.lease_seconds, s.catch_up_window_seconds, s.catch_up_policy,
        s.concurrency_policy, s.max_attempts, s.suspend_reason, s.suspend_until,
@@ -16,6 +20,8 @@ SELECT s.job_name, s.schedule, s.time_zone, s.enabled, s.source, s.owner, s.acti
        coalesce(recent.statuses, '{}') AS run_statuses,
        coalesce(recent.attempts, '{}') AS run_attempts,
        coalesce(recent.orphan_counts, '{}') AS run_orphan_counts,
+       coalesce(recent.owners, '{}') AS run_owners,
+       coalesce(recent.earlier_owners, '[]') AS run_earlier_owners,
        success.fire_time AS last_success, success.finished_at AS last_success_finished,
        occurred.fire_time AS latest_occurrence,
        coalesce(live.agents, 0) AS live_agents,
@@ -27,9 +33,17 @@ LEFT JOIN LATERAL (
            array_agg(r.kind ORDER BY r.fire_time DESC) AS kinds,
            array_agg(r.status ORDER BY r.fire_time DESC) AS statuses,
            array_agg(r.attempt ORDER BY r.fire_time DESC) AS attempts,
-           array_agg(r.orphan_count ORDER BY r.fire_time DESC) AS orphan_counts
+           array_agg(r.orphan_count ORDER BY r.fire_time DESC) AS orphan_counts,
+           array_agg(r.claimed_by ORDER BY r.fire_time DESC) AS owners,
+           jsonb_agg(CASE WHEN r.attempt > 1 THEN (
+                         SELECT coalesce(jsonb_agg(a.claimed_by ORDER BY a.attempt), '[]')
+                         FROM job_attempts a
+                         WHERE a.job_name = r.job_name AND a.fire_time = r.fire_time)
+                     ELSE '[]' END
+                     ORDER BY r.fire_time DESC) AS earlier_owners
     FROM (
-        SELECT r.id, r.fire_time, r.kind, r.status, r.attempt, r.orphan_count
+        SELECT r.id, r.job_name, r.fire_time, r.kind, r.status, r.attempt, r.orphan_count,
+               r.claimed_by
         FROM job_runs r
         WHERE r.job_name = s.job_name
         ORDER BY r.fire_time DESC
@@ -59,9 +73,15 @@ WHERE %(job_name)s::text IS NULL OR s.job_name = %(job_name)s
 ORDER BY s.job_name
 
 -- name: web_schedule_runs
--- One job's runs with a fire time after %(since)s, newest first, at most %(limit)s.
+-- One job's runs with a fire time after %(since)s, newest first, at most %(limit)s, each with
+-- the owners of the attempts a later one superseded (oldest first; as web_schedules).
 SELECT r.id, r.fire_time, r.kind, r.status, r.attempt, r.orphan_count, r.claimed_by,
-       r.started_at, r.finished_at, r.error
+       r.started_at, r.finished_at, r.error,
+       CASE WHEN r.attempt > 1 THEN ARRAY(
+                SELECT a.claimed_by FROM job_attempts a
+                WHERE a.job_name = r.job_name AND a.fire_time = r.fire_time
+                ORDER BY a.attempt)
+            ELSE '{}' END AS earlier_owners
 FROM job_runs r
 WHERE r.job_name = %(job_name)s AND r.fire_time > %(since)s
 ORDER BY r.fire_time DESC

@@ -1,5 +1,8 @@
 """The JSON under /api/: the same records the pages show, times in UTC ISO 8601 (next fires
-also in the schedule's own zone)."""
+also in the schedule's own zone). An occurrence carries its class, whether it was `retried`
+(needed more than one attempt) and, with a run, the run's `owners`: who held each attempt,
+first to last (null: not recorded); `counts` has one entry per class and `retried` beside it
+counts the retried occurrences."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .model import Agent, Detail, Overview, RunDetail, Summary
-from .occurrences import Fire, Occurrence, Run, counts
+from .occurrences import Fire, Occurrence, Run, counts, retried
 from .verdict import judge
 
 
@@ -22,6 +25,7 @@ def detail(data: Detail) -> dict[str, Any]:
         "timeline": {
             "since": _utc(data.since),
             "counts": counts(data.timeline),
+            "retried": retried(data.timeline),
             "occurrences": [_occurrence(o, full=True) for o in data.timeline],
         },
         "next_fires": [_fire(f) for f in data.next_fires],
@@ -95,17 +99,19 @@ def _summary(s: Summary) -> dict[str, Any]:
         **judge(s).facts(),  # verdict, healthy, reasons, live_agents, grace_seconds, late
         "recent": {
             "counts": counts(s.strip),
+            "retried": retried(s.strip),
             "occurrences": [_occurrence(o, full=False) for o in s.strip],
         },
     }
 
 
 def _occurrence(o: Occurrence, *, full: bool) -> dict[str, Any]:
-    found: dict[str, Any] = {"fire_time": _utc(o.fire_time), "class": o.cls}
+    found: dict[str, Any] = {"fire_time": _utc(o.fire_time), "class": o.cls,
+                             "retried": o.retried}
     if o.run is not None:
         found["run"] = _run(o.run) if full else {
             "id": o.run.id, "status": o.run.status, "attempt": o.run.attempt,
-            "orphan_count": o.run.orphan_count, "kind": o.run.kind}
+            "orphan_count": o.run.orphan_count, "kind": o.run.kind, "owners": o.run.owners}
     return found
 
 
@@ -118,6 +124,7 @@ def _run(r: Run) -> dict[str, Any]:
         "attempt": r.attempt,
         "orphan_count": r.orphan_count,
         "claimed_by": r.claimed_by,
+        "owners": r.owners,
         "started_at": _utc(r.started_at),
         "finished_at": _utc(r.finished_at),
         "error": r.error,

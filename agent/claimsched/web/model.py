@@ -3,6 +3,7 @@ every error text already redacted, so neither rendering can leak a password."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -73,7 +74,8 @@ class Receipt:
 @dataclass(frozen=True)
 class Attempt:
     """One attempt at a run's occurrence: who held it, when, and how it ended (a superseded
-    attempt: orphaned, fenced_out or failed; the run's last attempt: the run's status)."""
+    attempt: orphaned, fenced_out or failed; the run's own, current or last, attempt: the run's
+    status)."""
 
     number: int
     claimed_by: str | None
@@ -81,6 +83,7 @@ class Attempt:
     ended_at: datetime | None
     outcome: str
     error: str | None
+    superseded: bool = True  # False for the run's own attempt
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,8 @@ def detail(views: Views, job_name: str) -> Detail | None:
         return None
     now = found.window.now
     since = now - timedelta(days=TIMELINE_DAYS)
-    runs = [_run(row) for row in views.schedule_runs(job_name, since, TIMELINE_LIMIT)]
+    runs = [_run(row, row["earlier_owners"])
+            for row in views.schedule_runs(job_name, since, TIMELINE_LIMIT)]
     timeline = occurrences(found.schedule, runs, found.window, TIMELINE_LIMIT, since)
     fires = (next_fires(found.schedule, max(now, found.window.active_since), NEXT_FIRES)
              if found.schedule else [])
@@ -155,7 +159,7 @@ def run_detail(views: Views, run_id: int) -> RunDetail | None:
         for fields in zip(row["effect_entities"], row["effect_attempts"],
                           row["effect_recorded_at"], strict=True)
     ]
-    run = _run(row)
+    run = _run(row, row["attempt_owners"])
     superseded = [
         Attempt(number, owner, started, ended, outcome, redact_text(error) if error else None)
         for number, owner, started, ended, outcome, error in zip(
@@ -163,7 +167,7 @@ def run_detail(views: Views, run_id: int) -> RunDetail | None:
             row["attempt_ended_at"], row["attempt_outcomes"], row["attempt_errors"], strict=True)
     ]
     last = Attempt(run.attempt, run.claimed_by, run.started_at, run.finished_at, run.status,
-                   run.error)
+                   run.error, superseded=False)
     return RunDetail(
         run=run,
         job_name=row["job_name"],
@@ -212,10 +216,12 @@ def _summary(row: dict[str, Any], deadline_seconds: int | None = None) -> Summar
     )
     state = state_of(row["enabled"], row["source"], row["owner"], until, now)
     runs = [
-        Run(*fields)
-        for fields in zip(row["run_ids"], row["run_fire_times"], row["run_statuses"],
-                          row["run_attempts"], row["run_orphan_counts"], row["run_kinds"],
-                          strict=True)
+        Run(run_id, fire_time, status, attempt, orphans, kind, claimed_by=owner,
+            earlier_owners=tuple(earlier))
+        for run_id, fire_time, status, attempt, orphans, kind, owner, earlier in zip(
+            row["run_ids"], row["run_fire_times"], row["run_statuses"], row["run_attempts"],
+            row["run_orphan_counts"], row["run_kinds"], row["run_owners"],
+            row["run_earlier_owners"], strict=True)
     ]
     upcoming = next_fires(schedule, max(now, window.active_since), 1) \
         if schedule and row["enabled"] else []
@@ -249,7 +255,7 @@ def _lateness(schedule: Schedule | None, state: State, window: Window,
     return lateness(schedule, window.now, window.grace, window.active_since, latest_run)
 
 
-def _run(row: dict[str, Any]) -> Run:
+def _run(row: dict[str, Any], earlier_owners: Sequence[str | None]) -> Run:
     error = row["error"]
     return Run(
         id=row["id"],
@@ -262,4 +268,5 @@ def _run(row: dict[str, Any]) -> Run:
         started_at=row["started_at"],
         finished_at=row["finished_at"],
         error=redact_text(error) if error else None,
+        earlier_owners=tuple(earlier_owners),
     )

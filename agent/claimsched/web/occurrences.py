@@ -3,9 +3,8 @@ that have no run (due, late or missed), in one ascending list.
 
 Classes, one colour each on the pages:
 
-* done, failed, skipped, running: the run's status;
-* reclaimed: a done or failed run that was orphaned on the way (orphan_count > 0) or took more
-  than one attempt;
+* done, failed, skipped, running: the run's status (its final outcome, however many attempts
+  it took);
 * waiting: a run that wants an owner (pending manual or backfill, or orphaned right now);
 * due, late, missed: an expected occurrence with no run, inside its grace, past it, or too old
   to be claimed now (older than the catch-up window plus a lease, as the operator counts it;
@@ -14,6 +13,10 @@ Classes, one colour each on the pages:
 Expected occurrences start after `active_since` (what came before never runs) and, for a
 schedule that is off, end at its last change. A run of any kind at the same fire time covers
 an expected occurrence (one row per occurrence: UNIQUE (job_name, fire_time)).
+
+Apart from its class, an occurrence is *retried* when its run needed more than one attempt
+(attempt > 1) or lost its lease on the way (orphan_count > 0): the pages mark its square, and
+its run names who held each attempt (`Run.owners`).
 """
 
 from __future__ import annotations
@@ -27,21 +30,20 @@ from zoneinfo import ZoneInfo
 from ..deadlines import unrun
 from ..schedules import Schedule
 
-Class = Literal["done", "failed", "skipped", "running", "reclaimed", "waiting", "missed", "late",
-                "due"]
+Class = Literal["done", "failed", "skipped", "running", "waiting", "missed", "late", "due"]
 CLASSES: tuple[Class, ...] = (
-    "done", "failed", "skipped", "missed", "late", "reclaimed", "running", "waiting", "due")
+    "done", "failed", "skipped", "missed", "late", "running", "waiting", "due")
 MEANING: dict[Class, str] = {
     "done": "done",
     "failed": "failed",
     "skipped": "skipped (catch-up or concurrency policy)",
     "missed": "missed: no run, and none will be claimed now",
     "late": "late: no run past its grace; an agent may still claim it",
-    "reclaimed": "orphaned or retried, then done or failed",
     "running": "running",
     "waiting": "waiting for an owner (requested or orphaned)",
     "due": "due: no run yet, inside its grace",
 }
+RETRIED = "needed more than one attempt (orphaned, fenced out or retried)"
 
 
 _BY_STATUS: dict[str, Class] = {"done": "done", "failed": "failed", "skipped": "skipped",
@@ -62,6 +64,22 @@ class Run:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     error: str | None = None
+    earlier_owners: tuple[str | None, ...] = ()  # of the superseded attempts, oldest first
+
+    @property
+    def retried(self) -> bool:
+        """Whether it needed more than one attempt or lost its lease on the way."""
+        return self.attempt > 1 or self.orphan_count > 0
+
+    @property
+    def owners(self) -> list[str | None]:
+        """Who held each attempt, the first one first and the run's own owner last; None
+        for an attempt nobody kept a record of (history from before job_attempts, or an
+        attempt without an owner). Empty while no attempt has begun (a pending request)."""
+        if self.attempt < 1:
+            return []
+        earlier = list(self.earlier_owners[-(self.attempt - 1):]) if self.attempt > 1 else []
+        return [None] * (self.attempt - 1 - len(earlier)) + earlier + [self.claimed_by]
 
 
 @dataclass(frozen=True)
@@ -69,6 +87,10 @@ class Occurrence:
     fire_time: datetime
     cls: Class
     run: Run | None = None
+
+    @property
+    def retried(self) -> bool:
+        return self.run is not None and self.run.retried
 
 
 @dataclass(frozen=True)
@@ -92,9 +114,7 @@ class Window:
 
 
 def classify(run: Run) -> Class:
-    """The class of an occurrence that has a run."""
-    if run.status in ("done", "failed") and (run.orphan_count > 0 or run.attempt > 1):
-        return "reclaimed"
+    """The class of an occurrence that has a run: its status, whatever its attempts."""
     return _BY_STATUS.get(run.status, "waiting")
 
 
@@ -125,6 +145,11 @@ def counts(items: Sequence[Occurrence]) -> dict[str, int]:
     for item in items:
         found[item.cls] += 1
     return found
+
+
+def retried(items: Sequence[Occurrence]) -> int:
+    """How many occurrences needed more than one attempt (whatever their class)."""
+    return sum(item.retried for item in items)
 
 
 @dataclass(frozen=True)

@@ -145,8 +145,6 @@ def _verdict(summary: Summary, last: Occurrence | None) -> Verdict:
         return "missed" if late.due <= summary.window.settled else "late"
     if last is None:
         return "none"
-    if last.cls == "reclaimed":
-        return "done" if last.run is not None and last.run.status == "done" else "failed"
     return last.cls
 
 
