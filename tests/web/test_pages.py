@@ -6,6 +6,7 @@ run with three attempts and a dead fleet, at 1400 px and at a phone's 390 px."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,6 +60,10 @@ def test_the_overview_squares_are_the_database_runs_and_the_page_is_clean(
     assert nightly.locator("rect.missed").count() == len(expected) - runs > 0
     assert "At 02:00, every day" in nightly.inner_text()
     assert page.locator('tr[data-job="paused"] [data-field=state]').inner_text() == "suspended"
+    # a next fire in UTC is one time; in Berlin, the local time and the UTC one
+    for job, times in (("fast", 1), ("nightly", 2)):
+        nxt = page.locator(f'tr[data-job="{job}"] td[data-label="next fire"]').inner_text()
+        assert len(re.findall(r"\d\d:\d\d:\d\d", nxt)) == times, (job, nxt)
     watched.screenshot(tmp_path / "web-overview.png")
     watched.assert_clean()
 

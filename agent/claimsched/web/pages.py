@@ -226,8 +226,7 @@ def _page(title: str, body: str, now: datetime | None, as_json: str = "/api/sche
 def _overview_row(s: Summary, health: Health, now: datetime) -> str:
     zone = _zone(s.time_zone)
     if s.next_fire is not None:
-        nxt = (f"{esc(_local(s.next_fire.local))}"
-               f'<br><span class="muted small">{_utc(s.next_fire.at)}</span>')
+        nxt = _both(s.next_fire.at, zone, between="<br>")
     else:
         nxt = f'<span class="muted">{"—" if s.problem else esc(s.state)}</span>'
     return (
@@ -519,11 +518,12 @@ def _local(value: datetime) -> str:
     return value.strftime("%a %Y-%m-%d %H:%M:%S %Z")
 
 
-def _both(value: datetime, zone: ZoneInfo) -> str:
+def _both(value: datetime, zone: ZoneInfo, between: str = " ") -> str:
     """Local time and UTC; once only when the schedule's zone is UTC."""
     if value.astimezone(zone).utcoffset() == timedelta(0) and zone.key in UTC_NAMES:
         return _utc(value)
-    return f"{esc(_local(value.astimezone(zone)))} <span class=\"muted small\">{_utc(value)}</span>"
+    local = esc(_local(value.astimezone(zone)))
+    return f"{local}{between}<span class=\"muted small\">{_utc(value)}</span>"
 
 
 def _ago(value: datetime | None, now: datetime, zone: ZoneInfo | None) -> str:
