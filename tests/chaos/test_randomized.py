@@ -1,11 +1,12 @@
 """Random, overlapping faults from seeded schedules: the guarantees hold on every seed.
 
-The CI profile: R=5 replicas, J=20 jobs, 22 s of faults per seed, five fixed seeds (about
-40 s each), every fault kind but the long outage (the recovery faults too: the owner of a
-reclaimed run paused past its lease, a backfill's worker killed, the whole fleet down); and on a
-synchronous Patroni cluster one seed, R=3 J=8 for 40 s, whose faults include a SIGKILL of the
-leader (a failover) and a partition (about 100 s). CHAOS_SEEDS=1,2,3 replays other seeds; a
-failure prints its seed, the faults, each violated invariant and the command that replays it.
+The CI profile: R=5 replicas, J=20 jobs, 22 s of faults per seed, four fixed seeds (about
+40 s each), each planning every fault kind but the long outage (the recovery faults too: the
+owner of a reclaimed run paused past its lease, a backfill's worker killed, the whole fleet
+down); and on a synchronous Patroni cluster one seed, R=3 J=8 for 40 s, whose faults include a
+SIGKILL of the leader (a failover) and a partition (about 100 s).
+CHAOS_SEEDS=1,2,3 replays other seeds; a failure prints its seed, the faults, each violated
+invariant and the command that replays it.
 The soak profile is bench/soak.py.
 """
 
@@ -49,7 +50,7 @@ from claimsched.specs import job_spec
 from tests.helpers.polling import wait_for
 from tests.integration.support import due, runs
 
-CI_SEEDS = [int(s) for s in os.environ.get("CHAOS_SEEDS", "11,23,37,41,59").split(",")]
+CI_SEEDS = [int(s) for s in os.environ.get("CHAOS_SEEDS", "11,23,37,59").split(",")]
 # Every kind but the outage longer than the lease: with three Postgres faults in 22 s one of them
 # finds no room, and the long outage's catch-up costs the profile its budget (soak and replay
 # draw it; an ordinary outage already outlasts the shorter leases).

@@ -129,7 +129,7 @@ def _cmdlines_mentioning(text: str) -> list[str]:
 
 @pytest.mark.slow
 def test_the_demo_shows_exactly_once_and_leaves_nothing_behind(tmp_path: Path) -> None:
-    code, summary, stderr = _demo("--duration", "20", cwd=tmp_path)
+    code, summary, stderr = _demo("--duration", "5", cwd=tmp_path)
     summary = _assert_held(code, summary, stderr)
     assert summary["database"]["embedded"] is True
     assert summary["replicas"] == 3 and summary["faults"]["restarted"]
