@@ -8,6 +8,9 @@ CREATE TABLE IF NOT EXISTS public.ledger (job text, fire_time timestamptz, entit
 CREATE TABLE IF NOT EXISTS public.external_calls (job text, fire_time timestamptz, entity text,
                                                   idempotency_key text, agent text, attempt int,
                                                   at timestamptz DEFAULT clock_timestamp());
+CREATE TABLE IF NOT EXISTS public.wide_ledger (job text, fire_time timestamptz, agent text,
+                                               attempt int,
+                                               at timestamptz DEFAULT clock_timestamp());
 """
 
 # Every change to a job_runs row, as the database saw it: the chaos checks replay it to prove
