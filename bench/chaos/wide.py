@@ -163,16 +163,16 @@ STATS = {
 # fire to the effect's commit (the light handler's only write), per second of fire time
 LATENCY_BY_SECOND = """
 SELECT extract(epoch FROM fire_time)::float8 AS fire, count(*),
-       percentile_disc(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM at - fire_time)),
-       percentile_disc(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM at - fire_time)),
-       max(extract(epoch FROM at - fire_time))
+       percentile_disc(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM at - fire_time)::float8),
+       percentile_disc(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM at - fire_time)::float8),
+       max(extract(epoch FROM at - fire_time))::float8
 FROM public.wide_ledger WHERE fire_time <= %(cutoff)s GROUP BY fire_time ORDER BY fire_time
 """
 
 LATENCY = """
 SELECT percentile_disc(ARRAY[0.5, 0.9, 0.99, 0.999]) WITHIN GROUP
-           (ORDER BY extract(epoch FROM at - fire_time)),
-       max(extract(epoch FROM at - fire_time))
+           (ORDER BY extract(epoch FROM at - fire_time)::float8),
+       max(extract(epoch FROM at - fire_time))::float8
 FROM public.wide_ledger WHERE fire_time <= %(cutoff)s
 """
 

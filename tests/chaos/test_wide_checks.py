@@ -66,61 +66,55 @@ def test_a_clean_ledger_passes(ledger: psycopg.Connection[Any]) -> None:
 
 
 FIRE = T0 + timedelta(seconds=1)
-RETRIED_FIRE = RETRIED[1].isoformat()
-
+# each breakage: statements on w0000's occurrence at %(fire)s or on the retried one (w0001)
 BREAKAGES = {
     # the effect happened twice (a second attempt wrote it again)
     "duplicate effect": (
         "INSERT INTO public.wide_ledger (job, fire_time, agent, attempt) "
-        f"VALUES ('w0000', '{FIRE.isoformat()}', 'a', 1)"
+        "VALUES ('w0000', %(fire)s, 'a', 1)",
     ),
     # an occurrence due before the cutoff never ran
     "missed occurrence": (
-        f"DELETE FROM public.wide_ledger WHERE job = 'w0000' AND fire_time = '{FIRE.isoformat()}';"
-        f"DELETE FROM claimsched.job_effects WHERE job_name = 'w0000' "
-        f"AND fire_time = '{FIRE.isoformat()}';"
-        f"DELETE FROM claimsched.job_runs WHERE job_name = 'w0000' "
-        f"AND fire_time = '{FIRE.isoformat()}'"
+        "DELETE FROM public.wide_ledger WHERE job = 'w0000' AND fire_time = %(fire)s",
+        "DELETE FROM claimsched.job_effects WHERE job_name = 'w0000' AND fire_time = %(fire)s",
+        "DELETE FROM claimsched.job_runs WHERE job_name = 'w0000' AND fire_time = %(fire)s",
     ),
     # the fenced-out attempt 1 was never finished: the run ended failed at attempt 2
     "fenced-out attempt never finished by a later attempt": (
         "UPDATE claimsched.job_runs SET status = 'failed', error = 'boom' "
-        f"WHERE job_name = 'w0001' AND fire_time = '{RETRIED_FIRE}'"
+        "WHERE job_name = 'w0001' AND fire_time = %(retried)s",
     ),
     "run not finished as done": (
         "UPDATE claimsched.job_runs SET status = 'running' "
-        f"WHERE job_name = 'w0000' AND fire_time = '{FIRE.isoformat()}'"
+        "WHERE job_name = 'w0000' AND fire_time = %(fire)s",
     ),
     "done without its effect": (
-        f"DELETE FROM public.wide_ledger WHERE job = 'w0000' AND fire_time = '{FIRE.isoformat()}';"
-        f"DELETE FROM claimsched.job_effects WHERE job_name = 'w0000' "
-        f"AND fire_time = '{FIRE.isoformat()}'"
+        "DELETE FROM public.wide_ledger WHERE job = 'w0000' AND fire_time = %(fire)s",
+        "DELETE FROM claimsched.job_effects WHERE job_name = 'w0000' AND fire_time = %(fire)s",
     ),
     "effect without receipt": (
-        f"DELETE FROM claimsched.job_effects WHERE job_name = 'w0000' "
-        f"AND fire_time = '{FIRE.isoformat()}'"
+        "DELETE FROM claimsched.job_effects WHERE job_name = 'w0000' AND fire_time = %(fire)s",
     ),
     "receipt without the app's write": (
-        f"DELETE FROM public.wide_ledger WHERE job = 'w0000' AND fire_time = '{FIRE.isoformat()}'"
+        "DELETE FROM public.wide_ledger WHERE job = 'w0000' AND fire_time = %(fire)s",
     ),
-    # the fenced-out attempt 1 (agent a) wrote the effect, as agent c: no lease of c's
+    # the effect written by attempt 1 as agent c, which never held the run (a held it)
     "effect without a lease": (
         "UPDATE public.wide_ledger SET agent = 'c', attempt = 1 "
-        f"WHERE job = 'w0001' AND fire_time = '{RETRIED_FIRE}';"
+        "WHERE job = 'w0001' AND fire_time = %(retried)s",
         "UPDATE claimsched.job_effects SET attempt = 1 "
-        f"WHERE job_name = 'w0001' AND fire_time = '{RETRIED_FIRE}'"
+        "WHERE job_name = 'w0001' AND fire_time = %(retried)s",
     ),
     "superseded attempt not kept": (
-        f"DELETE FROM claimsched.job_attempts WHERE job_name = 'w0001' "
-        f"AND fire_time = '{RETRIED_FIRE}'"
+        "DELETE FROM claimsched.job_attempts WHERE job_name = 'w0001' AND fire_time = %(retried)s",
     ),
 }
 
 
 @pytest.mark.parametrize("check", sorted(BREAKAGES))
 def test_each_check_catches_its_breakage(ledger: psycopg.Connection[Any], check: str) -> None:
-    for statement in BREAKAGES[check].split(";"):
-        ledger.execute(statement)  # type: ignore[arg-type]
+    for statement in BREAKAGES[check]:
+        ledger.execute(statement, {"fire": FIRE, "retried": RETRIED[1]})
     counts, found = wide_check(ledger, CUTOFF)
     assert counts[check] >= 1, found
     assert any(line.startswith(f"{check}: ") for line in found)
@@ -129,9 +123,7 @@ def test_each_check_catches_its_breakage(ledger: psycopg.Connection[Any], check:
 def test_an_occurrence_after_the_cutoff_is_not_checked(ledger: psycopg.Connection[Any]) -> None:
     counts, _ = wide_check(ledger, CUTOFF - timedelta(seconds=1))
     assert not any(counts.values())
-    ledger.execute(
-        "DELETE FROM public.wide_ledger WHERE fire_time = %s", [CUTOFF]
-    )
+    ledger.execute("DELETE FROM public.wide_ledger WHERE fire_time = %s", [CUTOFF])
     ledger.execute("DELETE FROM claimsched.job_effects WHERE fire_time = %s", [CUTOFF])
     ledger.execute("DELETE FROM claimsched.job_runs WHERE fire_time = %s", [CUTOFF])
     counts, _ = wide_check(ledger, CUTOFF - timedelta(seconds=1))
