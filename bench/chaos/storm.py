@@ -512,7 +512,7 @@ class ChaosRun:
             "attempts": "claimsched.job_attempts",
         }
         self.extra_jobs: list[dict[str, Any]] = []  # jobs the Python checks do not read
-        self.audit_scope = "SELECT 1"  # run after app_sql.AUDIT: which rows the trail records
+        self.setup_sql = "SELECT 1"  # after app_sql's tables: the wide soak's views
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -632,7 +632,7 @@ class ChaosRun:
             with psycopg.connect(self.dsn, autocommit=True) as conn:
                 conn.execute(app_sql.LEDGER)
                 conn.execute(app_sql.AUDIT)
-                conn.execute(self.audit_scope)
+                conn.execute(self.setup_sql)
             if self.cfg.lapse_partitions:
                 self._lapse()
             for job in self.jobs + self.extra_jobs:

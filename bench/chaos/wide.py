@@ -33,22 +33,6 @@ CREATE OR REPLACE VIEW public.heavy_attempts AS
     SELECT * FROM claimsched.job_attempts WHERE job_name < 'w';
 """
 
-# the audit trail (app_sql.AUDIT) of the storm's jobs only: a million light runs would bury it
-AUDIT_SCOPE = """
-CREATE OR REPLACE FUNCTION public.audit_job_runs() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF coalesce(NEW.job_name, OLD.job_name) >= 'w' THEN
-        RETURN NULL;
-    END IF;
-    INSERT INTO public.run_audit (op, actor, old, new)
-    VALUES (TG_OP, current_setting('claimsched_test.actor', true),
-            CASE WHEN TG_OP <> 'INSERT' THEN to_jsonb(OLD) END,
-            CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) END);
-    RETURN NULL;
-END
-$$;
-"""
-
 # Every occurrence of a light job due after its schedule became active, up to %(cutoff)s.
 EXPECTED = """
 WITH expected AS (
@@ -227,7 +211,7 @@ class WideRun(ChaosRun):
     def __init__(self, cfg: ChaosConfig, folder: Path, light: int, log: Any = None) -> None:
         super().__init__(cfg, folder, log)
         self.extra_jobs = light_jobs(light)
-        self.audit_scope = AUDIT_SCOPE + VIEWS
+        self.setup_sql = VIEWS
         self.scope = {
             "runs": "public.heavy_runs",
             "effects": "public.heavy_effects",
