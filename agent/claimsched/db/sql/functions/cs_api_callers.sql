@@ -1,0 +1,12 @@
+-- The live agents that call version `p_api` of the agent API (agents.api), with their release:
+-- what `claimsched migrate` says still uses each version it serves, and what must be gone
+-- before a later release's migration may drop one.
+-- Called by: the schema's owner (migrate; no grant: nobody else).
+CREATE OR REPLACE FUNCTION cs_api_callers(p_api integer)
+RETURNS TABLE (agent_id text, version text)
+LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
+SELECT a.agent_id, a.version FROM agents a
+WHERE a.api = p_api AND a.stopped_at IS NULL
+  AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
+ORDER BY a.agent_id
+$$;
