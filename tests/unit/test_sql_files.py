@@ -19,6 +19,7 @@ def test_index_lists_every_function_file_once() -> None:
     on_disk = {path.name for path in (FOLDER / "functions").glob("*.sql")} - {"index.sql"}
     assert set(listed) == on_disk
     assert listed[0] == "_begin.sql" and listed[-1] == "_end.sql"
+    assert "count_schedule_change.sql" in listed  # trigger functions too
 
 
 def test_each_function_file_creates_the_function_it_is_named_after() -> None:

@@ -5,7 +5,7 @@
 -- another of its runs is in progress (read by forbid_in_progress(), after its lock); an
 -- orphan yields only to a running run or an older orphan. Only the jobs of the caller's scope
 -- (cs_agent_scope()) are considered. p_jobs NULL: the jobs of the agents row of p_agent_id
--- (housekeeping keeps the list there: with 100,000 jobs, sending it was megabytes per call).
+-- (housekeeping keeps the list there, so a reclaim need not send it).
 -- The attempt a taken run had (orphaned, fenced out, or failed and retried) is kept in
 -- job_attempts, with its owner, times and error: the occurrence's history.
 -- Called by: agents (`claimsched roles`).

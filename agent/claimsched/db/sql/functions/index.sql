@@ -17,7 +17,8 @@
 -- (current_schema() would be pg_catalog here).
 -- EXECUTE is revoked from PUBLIC at the end (_end.sql): `claimsched roles` grants it.
 --
--- One file per function, applied in the order of the \ir lines below (a function is created
+-- One file per function (the helper and trigger functions the migrations first created
+-- too: the current definition is here, the migration stays as history), applied in the order of the \ir lines below (a function is created
 -- after those it calls). No file names claimsched's schema: it comes from the search_path of the
 -- session that runs them, `pg_catalog, <schema>, pg_temp` (migrate sets it; by hand, in psql:
 -- SET search_path = pg_catalog, claimsched, pg_temp; then \i index.sql), which each function
@@ -34,9 +35,8 @@
 -- until the next analyze, a cost that grew with every run recorded
 -- (tests/integration/test_run_plans.py). Only the partial indexes of live runs (running,
 -- claimable) may be read whole. Not heartbeat and complete: with enable_seqscan off, planned on
--- a nearly empty table, they read the whole (job_name, fire_time) index once per run (12.9
--- against 2.9 ms per complete of 30 runs as job_runs grew to 18,000 rows); their plan is left
--- to the statistics, which autovacuum's first analyze of the partition corrects.
+-- a nearly empty table, they would read the whole (job_name, fire_time) index once per run;
+-- their plan is left to the statistics, which autovacuum's first analyze of the partition corrects.
 --
 -- The functions agents call are an API with versions, since a rolling upgrade runs the agents of
 -- two releases against one schema (README, "Upgrading"). API 1 is claimsched 0.1.0's: cs_claim,
@@ -56,6 +56,11 @@
 -- an owned run (renew, complete, release, receipt) matches all three.
 
 \ir _begin.sql
+\ir database_identity.sql
+\ir forbid_in_progress.sql
+\ir notify_schedule_change.sql
+\ir schedule_active_since.sql
+\ir count_schedule_change.sql
 \ir cs_schema_name.sql
 \ir cs_agent_scope.sql
 \ir cs_in_scope.sql
