@@ -55,3 +55,15 @@ def test_the_upsert_writes_exactly_the_columns_of_a_jobspec() -> None:
     text = (FOLDER / "functions" / "cs_upsert_schedule.sql").read_text()
     for key in ("spec_columns", "spec_fields", "spec_upserted", "spec_current"):
         assert SPEC_LISTS[key].as_string(None) in text, key
+
+
+def test_the_shared_predicates_are_written_once() -> None:
+    """Whether an agent is alive (agent_alive.sql) and whether a run wants an owner
+    (run_wants_owner.sql) are defined once; every statement calls them."""
+    texts = {path.name: re.sub(r"--[^\n]*", "", path.read_text())
+             for path in FOLDER.rglob("*.sql") if "migrations" not in path.parts}
+    for name, text in texts.items():
+        if name != "agent_alive.sql":
+            assert not re.search(r"\.?last_seen \+ make_interval", text), name
+        if name != "run_wants_owner.sql":
+            assert not re.search(r"status = 'failed' AND \w*\.?retry_at <= now\(\)", text), name

@@ -154,8 +154,7 @@ LEFT JOIN (
            array_agg(DISTINCT a.tzdata ORDER BY a.tzdata)
                FILTER (WHERE a.tzdata IS NOT NULL) AS tzdata
     FROM agents a, unnest(a.handlers) AS h(job_name)
-    WHERE a.stopped_at IS NULL
-      AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
+    WHERE agent_alive(a.stopped_at, a.last_seen, a.ttl_seconds)
     GROUP BY h.job_name
 ) live ON live.job_name = j.job_name
 LEFT JOIN LATERAL (

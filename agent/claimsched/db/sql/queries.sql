@@ -304,7 +304,7 @@ LIMIT %(limit)s
 -- version of the agent API each one calls (sql/functions.sql).
 SELECT agent_id, hostname, pod, namespace, handlers, version, api, tzdata, started_at,
        last_seen, durability,
-       (stopped_at IS NULL AND last_seen + make_interval(secs => ttl_seconds) > now()) AS alive
+       agent_alive(stopped_at, last_seen, ttl_seconds) AS alive
 FROM agents
 ORDER BY last_seen DESC
 

@@ -6,7 +6,6 @@ CREATE OR REPLACE FUNCTION cs_api_callers(p_api integer)
 RETURNS TABLE (agent_id text, version text)
 LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
 SELECT a.agent_id, a.version FROM agents a
-WHERE a.api = p_api AND a.stopped_at IS NULL
-  AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
+WHERE a.api = p_api AND agent_alive(a.stopped_at, a.last_seen, a.ttl_seconds)
 ORDER BY a.agent_id
 $$;

@@ -83,8 +83,7 @@ SELECT (SELECT count(*) FROM presence p WHERE cardinality(p.handlers) > 0),
        (SELECT count(*) FROM overdue),
        EXISTS (SELECT 1
                FROM (SELECT DISTINCT r.job_name FROM job_runs r
-                     WHERE (r.status = 'pending' AND r.fire_time <= now())
-                        OR r.status = 'orphaned' OR (r.status = 'failed' AND r.retry_at <= now())
+                     WHERE run_wants_owner(r.status, r.fire_time, r.retry_at)
                      OFFSET 0) w
                WHERE w.job_name = ANY((SELECT p.handlers FROM presence p)::text[]))
        OR EXISTS (SELECT 1 FROM expired e
@@ -97,16 +96,15 @@ SELECT (SELECT count(*) FROM presence p WHERE cardinality(p.handlers) > 0),
        -- A peer is new (or back): wake the other agents, whose peers changed.
        CASE WHEN NOT EXISTS (
                 SELECT 1 FROM agents a
-                WHERE a.agent_id = p_agent_id AND a.stopped_at IS NULL
-                  AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
+                WHERE a.agent_id = p_agent_id
+                  AND agent_alive(a.stopped_at, a.last_seen, a.ttl_seconds)
                   AND a.handlers_digest = (SELECT p.handlers_digest FROM presence p))
             THEN pg_notify('claimsched_agents', cs_schema_name())::text = '' END,
        ARRAY(SELECT p_agent_id
              UNION
              SELECT a.agent_id FROM agents a
              WHERE a.handlers_digest = (SELECT p.handlers_digest FROM presence p)
-               AND a.stopped_at IS NULL
-               AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
+               AND agent_alive(a.stopped_at, a.last_seen, a.ttl_seconds)
              ORDER BY 1),
        (SELECT min(r.lease_until) FROM job_runs r
         WHERE r.status = 'running' AND r.lease_until >= now() AND r.claimed_by <> p_agent_id

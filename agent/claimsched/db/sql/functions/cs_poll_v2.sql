@@ -11,8 +11,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
 SELECT (SELECT e.epoch::text FROM schedule_epoch e),
        EXISTS (SELECT 1
                FROM (SELECT DISTINCT r.job_name FROM job_runs r
-                     WHERE (r.status = 'pending' AND r.fire_time <= now())
-                        OR r.status = 'orphaned' OR (r.status = 'failed' AND r.retry_at <= now())
+                     WHERE run_wants_owner(r.status, r.fire_time, r.retry_at)
                      OFFSET 0) w  -- a filter over the few wanted jobs, not 100,000 probes
                WHERE w.job_name = ANY ((SELECT a.handlers FROM agents a
                                         WHERE a.agent_id = p_agent_id

@@ -33,8 +33,7 @@ WITH picked AS (
            r.finished_at, r.lease_until, r.error
     FROM job_runs r
     WHERE r.job_name = ANY(p_jobs)
-      AND ((r.status = 'pending' AND r.fire_time <= now()) OR r.status = 'orphaned'
-           OR (r.status = 'failed' AND r.retry_at <= now()))
+      AND run_wants_owner(r.status, r.fire_time, r.retry_at)
     ORDER BY r.status = 'orphaned' DESC, r.fire_time
     LIMIT p_capacity
     FOR UPDATE OF r SKIP LOCKED

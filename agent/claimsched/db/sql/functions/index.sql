@@ -56,6 +56,8 @@
 -- an owned run (renew, complete, release, receipt) matches all three.
 
 \ir _begin.sql
+\ir agent_alive.sql
+\ir run_wants_owner.sql
 \ir database_identity.sql
 \ir forbid_in_progress.sql
 \ir notify_schedule_change.sql
