@@ -16,8 +16,8 @@ import psycopg_pool
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
+from ..conflicts import retry_conflicts
 from ..errors import InvalidSpec, UnknownJob
-from ..health import retry_conflicts
 from ..records import (
     AgentApi,
     Candidate,
