@@ -114,7 +114,7 @@ OWNERSHIP_READS = [
     "SELECT agent_id FROM agents",
     "SELECT * FROM job_effects",
 ]
-# The agent API's versions (sql/functions.sql): API 1's names, API 2's.
+# The agent API's versions (sql/functions/): API 1's names, API 2's.
 APIS = ("", "_v2")
 # Functions called by a role that has no grant for them.
 UNGRANTED_CALLS = [

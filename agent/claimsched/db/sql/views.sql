@@ -65,8 +65,7 @@ LEFT JOIN LATERAL (
 LEFT JOIN (
     SELECT h.job_name, count(DISTINCT a.agent_id) AS agents
     FROM agents a, unnest(a.handlers) AS h(job_name)
-    WHERE a.stopped_at IS NULL
-      AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
+    WHERE agent_alive(a.stopped_at, a.last_seen, a.ttl_seconds)
     GROUP BY h.job_name
 ) live ON live.job_name = s.job_name
 WHERE %(job_name)s::text IS NULL OR s.job_name = %(job_name)s
@@ -138,7 +137,7 @@ WHERE r.id = %(run_id)s
 -- time-to-live; and the database clock.
 SELECT agent_id, hostname, pod, namespace, handlers, version, started_at, last_seen,
        stopped_at, ttl_seconds,
-       (stopped_at IS NULL AND last_seen + make_interval(secs => ttl_seconds) > now()) AS alive,
+       agent_alive(stopped_at, last_seen, ttl_seconds) AS alive,
        now() AS db_now
 FROM agents
 ORDER BY last_seen DESC, agent_id

@@ -1,5 +1,5 @@
--- claimsched: who reads (and writes) which rows. Code, not schema, as functions.sql: every
--- `claimsched migrate` applies this file again, after functions.sql.
+-- claimsched: who reads (and writes) which rows. Code, not schema, as sql/functions/: every
+-- `claimsched migrate` applies this file again, after the functions.
 --
 -- A login with a scope (agent_scopes: `claimsched roles --jobs`, `--jobs-like`; its own role's
 -- and those of the roles it is a member of) sees and touches only the rows of its jobs, in
@@ -12,7 +12,7 @@
 -- cs_agent_scope() answers for the caller's own scope only: every role may call it (a policy
 -- calls it with the reader's rights).
 
-GRANT EXECUTE ON FUNCTION {schema}.cs_agent_scope() TO PUBLIC;
+GRANT EXECUTE ON FUNCTION cs_agent_scope() TO PUBLIC;
 
 DO $$
 DECLARE
@@ -25,10 +25,10 @@ BEGIN
         EXECUTE format('DROP POLICY IF EXISTS cs_scope ON %I', t);
         EXECUTE format($policy$
             CREATE POLICY cs_scope ON %I
-            USING ((SELECT {schema}.cs_agent_scope()) IS NULL
-                   OR job_name LIKE ANY ((SELECT {schema}.cs_agent_scope())::text[]))
-            WITH CHECK ((SELECT {schema}.cs_agent_scope()) IS NULL
-                        OR job_name LIKE ANY ((SELECT {schema}.cs_agent_scope())::text[]))
+            USING ((SELECT cs_agent_scope()) IS NULL
+                   OR job_name LIKE ANY ((SELECT cs_agent_scope())::text[]))
+            WITH CHECK ((SELECT cs_agent_scope()) IS NULL
+                        OR job_name LIKE ANY ((SELECT cs_agent_scope())::text[]))
         $policy$, t);
     END LOOP;
 END
@@ -37,6 +37,6 @@ $$;
 ALTER TABLE agents ENABLE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS cs_scope ON agents;
 CREATE POLICY cs_scope ON agents
-USING ((SELECT {schema}.cs_agent_scope()) IS NULL OR login_role = session_user
+USING ((SELECT cs_agent_scope()) IS NULL OR login_role = session_user
        OR EXISTS (SELECT 1 FROM unnest(handlers) AS h
-                  WHERE h LIKE ANY ((SELECT {schema}.cs_agent_scope())::text[])));
+                  WHERE h LIKE ANY ((SELECT cs_agent_scope())::text[])));

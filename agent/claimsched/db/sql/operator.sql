@@ -154,8 +154,7 @@ LEFT JOIN (
            array_agg(DISTINCT a.tzdata ORDER BY a.tzdata)
                FILTER (WHERE a.tzdata IS NOT NULL) AS tzdata
     FROM agents a, unnest(a.handlers) AS h(job_name)
-    WHERE a.stopped_at IS NULL
-      AND a.last_seen + make_interval(secs => a.ttl_seconds) > now()
+    WHERE agent_alive(a.stopped_at, a.last_seen, a.ttl_seconds)
     GROUP BY h.job_name
 ) live ON live.job_name = j.job_name
 LEFT JOIN LATERAL (
@@ -192,5 +191,5 @@ LEFT JOIN LATERAL (
 
 -- name: operator_trigger_run
 -- A claimsched.io/trigger value asks for one manual run, once per trigger key.
--- The statement and what it decides: sql/functions.sql's cs_trigger_run.
+-- The statement and what it decides: sql/functions/cs_trigger_run.sql.
 SELECT * FROM cs_trigger_run(%(job_name)s, %(trigger_key)s)

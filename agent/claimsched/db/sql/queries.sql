@@ -33,7 +33,7 @@ SELECT system_identifier, timeline, durability FROM database_identity()
 
 -- name: poll
 -- Behind a pooler without a listen_dsn: the schedules' fingerprint, and whether runs of this
--- agent's jobs want an owner. The statement and what it decides: sql/functions.sql's cs_poll_v2.
+-- agent's jobs want an owner. The statement and what it decides: sql/functions/cs_poll_v2.sql.
 SELECT * FROM cs_poll_v2(%(agent_id)s)
 
 -- name: current_database
@@ -81,12 +81,12 @@ SELECT to_regclass('agent_apis') IS NOT NULL
 SELECT api FROM agent_apis
 
 -- name: api_callers
--- The live agents that call one version of the agent API (sql/functions.sql's cs_api_callers).
+-- The live agents that call one version of the agent API (sql/functions/cs_api_callers.sql).
 SELECT agent_id, version FROM cs_api_callers(%(api)s)
 
 -- name: agent_api_callers
 -- The versions of the agent API this schema serves, oldest first, each with the live agents
--- that call it (sql/functions.sql's cs_api_callers), one row per agent (agent NULL: none).
+-- that call it (sql/functions/cs_api_callers.sql), one row per agent (agent NULL: none).
 SELECT p.api, p.release, c.agent_id, c.version
 FROM agent_apis p
 LEFT JOIN LATERAL cs_api_callers(p.api) c ON true
@@ -141,12 +141,12 @@ SELECT job_name, updated_at FROM job_schedule
 
 -- name: upsert_schedule
 -- Create or replace a schedule, unless another owner holds the job (the CLI, the operator).
--- The statement and what it decides: sql/functions.sql's cs_upsert_schedule.
+-- The statement and what it decides: sql/functions/cs_upsert_schedule.sql.
 SELECT * FROM cs_upsert_schedule(%(spec)s)
 
 -- name: declare_schedule
 -- An agent's code declaration: upsert_schedule as source 'code', whatever `spec` says
--- (sql/functions.sql's cs_declare_schedule_v2), so an agent never takes over another owner's
+-- (sql/functions/cs_declare_schedule_v2.sql), so an agent never takes over another owner's
 -- row.
 SELECT * FROM cs_declare_schedule_v2(%(spec)s)
 
@@ -179,7 +179,7 @@ RETURNING job_name
 
 -- name: claim
 -- Claim due occurrences in one statement; one row per candidate with its outcome.
--- The statement and what it decides: sql/functions.sql's cs_claim_v2.
+-- The statement and what it decides: sql/functions/cs_claim_v2.sql.
 SELECT * FROM cs_claim_v2(%(agent_id)s, %(capacity)s::integer, %(jobs)s::text[],
                           %(fire_times)s::timestamptz[], %(wants)s::text[], %(reasons)s::text[],
                           %(latest)s::boolean[], %(since)s::timestamptz[])
@@ -197,19 +197,19 @@ WHERE NOT EXISTS (SELECT 1 FROM job_runs r
 
 -- name: reclaim
 -- Take over runs that want an owner (pending, orphaned, retry due): attempt + 1.
--- The statement and what it decides: sql/functions.sql's cs_reclaim_v2.
+-- The statement and what it decides: sql/functions/cs_reclaim_v2.sql.
 SELECT * FROM cs_reclaim_v2(%(agent_id)s, %(jobs)s::text[], %(capacity)s::integer)
 
 -- name: heartbeat
 -- Renew the leases this agent still owns; a missing id is a lost lease.
--- The statement and what it decides: sql/functions.sql's cs_heartbeat_v2.
+-- The statement and what it decides: sql/functions/cs_heartbeat_v2.sql.
 SELECT * FROM cs_heartbeat_v2(%(agent_id)s, %(ids)s::bigint[], %(fire_times)s::timestamptz[],
                               %(attempts)s::integer[], %(lease_tokens)s::uuid[],
                               %(leases)s::double precision[])
 
 -- name: complete
 -- Record the outcome of finished runs, fenced by owner, attempt and lease token (batched).
--- The statement and what it decides: sql/functions.sql's cs_complete_v2.
+-- The statement and what it decides: sql/functions/cs_complete_v2.sql.
 SELECT * FROM cs_complete_v2(%(agent_id)s, %(ids)s::bigint[], %(fire_times)s::timestamptz[],
                              %(attempts)s::integer[], %(lease_tokens)s::uuid[],
                              %(statuses)s::text[], %(errors)s::text[],
@@ -218,24 +218,24 @@ SELECT * FROM cs_complete_v2(%(agent_id)s, %(ids)s::bigint[], %(fire_times)s::ti
 
 -- name: housekeeping
 -- Presence, reaper and max_runtime in one cheap statement, every few seconds.
--- The statement and what it decides: sql/functions.sql's cs_housekeeping_v2.
+-- The statement and what it decides: sql/functions/cs_housekeeping_v2.sql.
 SELECT * FROM cs_housekeeping_v2(%(agent_id)s, %(hostname)s, %(pod)s, %(namespace)s,
                                  %(handlers)s::text[], %(version)s, %(ttl_seconds)s::integer,
                                  %(tzdata)s)
 
 -- name: release
 -- Graceful shutdown: end this agent's leases now.
--- The statement and what it decides: sql/functions.sql's cs_release_v2.
+-- The statement and what it decides: sql/functions/cs_release_v2.sql.
 SELECT * FROM cs_release_v2(%(agent_id)s, %(ids)s::bigint[], %(lease_tokens)s::uuid[])
 
 -- name: agent_stopped
 -- Graceful shutdown: this agent is gone.
--- The statement and what it decides: sql/functions.sql's cs_agent_stopped_v2.
+-- The statement and what it decides: sql/functions/cs_agent_stopped_v2.sql.
 SELECT * FROM cs_agent_stopped_v2(%(agent_id)s)
 
 -- name: effect
 -- Record a side effect's receipt if this run still owns its occurrence.
--- The statement and what it decides: sql/functions.sql's cs_effect_v2.
+-- The statement and what it decides: sql/functions/cs_effect_v2.sql.
 SELECT * FROM cs_effect_v2(%(run_id)s::bigint, %(fire_time)s, %(agent_id)s,
                            %(attempt)s::integer, %(lease_token)s::uuid, %(entity)s, %(job_name)s)
 
@@ -257,7 +257,7 @@ SELECT 1 FROM job_schedule WHERE job_name = %(job_name)s
 
 -- name: request_run
 -- A manual or backfill occurrence for an agent to pick up (pending, attempt 0).
--- The statement and what it decides: sql/functions.sql's cs_request_runs.
+-- The statement and what it decides: sql/functions/cs_request_runs.sql.
 SELECT * FROM cs_request_runs(%(job_name)s, %(fire_times)s::timestamptz[], %(kind)s)
 
 -- name: queued_runs
@@ -301,10 +301,10 @@ LIMIT %(limit)s
 
 -- name: list_agents
 -- Agents seen recently, and whether they are alive by their own time-to-live; `api` is the
--- version of the agent API each one calls (sql/functions.sql).
+-- version of the agent API each one calls (sql/functions/).
 SELECT agent_id, hostname, pod, namespace, handlers, version, api, tzdata, started_at,
        last_seen, durability,
-       (stopped_at IS NULL AND last_seen + make_interval(secs => ttl_seconds) > now()) AS alive
+       agent_alive(stopped_at, last_seen, ttl_seconds) AS alive
 FROM agents
 ORDER BY last_seen DESC
 

@@ -7,7 +7,7 @@
 -- `operator_name` are the role names as text.
 --
 -- The agent role (apps' agents): reads schedules, and writes only through the fenced SECURITY
--- DEFINER functions of sql/functions.sql (claim, reclaim, heartbeat, complete, release, effect
+-- DEFINER functions of sql/functions/ (claim, reclaim, heartbeat, complete, release, effect
 -- receipts, housekeeping, presence, code declarations). No INSERT, UPDATE or DELETE on any table.
 -- Ownership of a run is proven by the agent id the run was claimed with, its fencing token
 -- (id, fire_time, attempt) and its lease token, a secret each claim returns to its claimer
@@ -69,7 +69,7 @@ GRANT EXECUTE ON FUNCTION
     {schema}.cs_effect(bigint, timestamptz, text, integer, uuid, text, text),
     {schema}.cs_declare_schedule(jsonb)
 TO {agent};
--- The agent API in each version this schema serves (sql/functions.sql): API 1 above, for the
+-- The agent API in each version this schema serves (sql/functions/): API 1 above, for the
 -- agents of claimsched 0.1.0 during a rolling upgrade; API 2 here, for this release's.
 GRANT EXECUTE ON FUNCTION
     {schema}.cs_claim_v2(text, integer, text[], timestamptz[], text[], text[], boolean[],
