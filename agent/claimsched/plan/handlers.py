@@ -13,11 +13,12 @@ import threading
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping
+from typing import Generic, TypeVar
 
-from .workers import Handler
+Handler = TypeVar("Handler")
 
 
-class Handlers(Mapping[str, Handler]):
+class Handlers(Mapping[str, Handler], Generic[Handler]):
     """Handlers by job name. Registrations wait in a dict until the first lookup merges them
     into the sorted list (the agent registers before it starts, and looks up after)."""
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from . import metrics
-from .errors import DatabaseError
-from .health import DatabaseHealth
-from .logs import AgentLog
-from .records import Completion, Lease, Status
+from .. import metrics
+from ..errors import DatabaseError
+from ..health import DatabaseHealth
+from ..logs import AgentLog
+from ..records import Completion, Lease, Status
 from .runs import Run
 
 Handler = Callable[[Run], Any]

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import memory, metrics
-from .clock import DbClock
-from .errors import DatabaseError
-from .health import DatabaseHealth
-from .logs import AgentLog
-from .records import Housekeeping
-from .version import __version__
-from .zones import tzdata_version
+from .. import memory, metrics
+from ..clock import DbClock
+from ..errors import DatabaseError
+from ..health import DatabaseHealth
+from ..logs import AgentLog
+from ..records import Housekeeping
+from ..schedule.zones import tzdata_version
+from ..version import __version__
 
 
 def presence(period: float) -> dict[str, Any]:

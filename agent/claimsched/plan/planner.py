@@ -28,9 +28,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 from weakref import WeakValueDictionary
 
-from .records import Candidate, ClaimResult
-from .schedules import Schedule
-from .specs import ScheduleRecord
+from ..records import Candidate, ClaimResult
+from ..schedule.schedules import Schedule
+from ..schedule.specs import ScheduleRecord
 from .turns import Turns
 
 MAX_PER_PASS = 100

@@ -25,17 +25,17 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from . import metrics
-from .claims import SETTLED, Entry, Planner, Sharing, micros
-from .clock import DbClock
-from .db import Store
-from .errors import DatabaseError
-from .handlers import Handlers
-from .health import DatabaseHealth, retry_conflicts
-from .logs import AgentLog
-from .records import Lease, describe_owner, released
-from .specs import JobSpec
-from .workers import Workers
+from .. import metrics
+from ..clock import DbClock
+from ..db import Store
+from ..errors import DatabaseError
+from ..health import DatabaseHealth, retry_conflicts
+from ..logs import AgentLog
+from ..plan.handlers import Handlers
+from ..plan.planner import SETTLED, Entry, Planner, Sharing, micros
+from ..records import Lease, describe_owner, released
+from ..schedule.specs import JobSpec
+from .workers import Handler, Workers
 
 RETRY_WAIT = 0.5  # seconds before retrying an occurrence that was deferred (Forbid, busy)
 NOT_DUE_WAIT = 0.01  # seconds before asking again when the database said "not due yet"
@@ -65,7 +65,7 @@ class Claimer:
 
     store: Store
     agent_id: str
-    handlers: Handlers
+    handlers: Handlers[Handler]
     listed: Callable[[], bool]
     declared: Mapping[str, JobSpec]
     workers: Workers

@@ -12,9 +12,10 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator, MutableMapping
 from datetime import datetime
+from typing import Any
 
-from .claims import instant, micros
 from .handlers import Handlers
+from .planner import instant, micros
 
 NONE = -(2**63)  # no cursor (microseconds no datetime reaches)
 
@@ -23,7 +24,7 @@ class Cursors(MutableMapping[str, datetime]):
     """Cursors by job name, for the handlers' jobs (`Planner(cursors=Cursors(handlers))`).
     Used from the claim loop's thread only, like the planner."""
 
-    def __init__(self, handlers: Handlers) -> None:
+    def __init__(self, handlers: Handlers[Any]) -> None:
         self._handlers = handlers
         self._names: list[str] | None = None  # the names list the slots follow
         self._slots = array("q")
