@@ -1,10 +1,9 @@
 """The planner's cursors held compactly: one 8-byte slot per job an agent has a handler for.
 
-A cursor per job is what the planner keeps (`Planner.cursors`): a dict of them grows to one
-entry per job over a day (100,000 jobs: ~4 MiB, and a datetime for each distinct instant).
-Here each job's cursor is integer microseconds in an array by the job's place in the
-handlers' sorted names (0.8 MiB at 100,000, allocated at the first cursor); a name that is
-not a handler (none, in an agent) goes to a dict.
+A cursor per job is what the planner keeps (`Planner.cursors`), one per job over a day. Here
+each job's cursor is integer microseconds in an array by the job's place in the handlers'
+sorted names (8 bytes a job, allocated at the first cursor; no datetime per distinct
+instant); a name that is not a handler (none, in an agent) goes to a dict.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ changes. With 100,000 schedules a pass costs what is due, not what exists.
 
 What the planner plans from is an `Entry` per job: its `Shape` (the schedule and the settings
 that decide what is due), which equal jobs share, and two instants as integers (shared too by
-rows written together). An entry is 56 bytes; a stored row with its parsed schedule was ~1.5 KB
-(issue 15: 100,000 of them per replica).
+rows written together): a replica holds an entry per job, not a stored row with its parsed
+schedule.
 """
 
 from __future__ import annotations

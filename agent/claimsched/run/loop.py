@@ -99,8 +99,8 @@ class Claimer:
 
     @property
     def names(self) -> list[str]:
-        """The handlers' jobs, sorted (kept so: with 100,000 jobs, sorting them for every
-        reclaim statement was a cost of its own)."""
+        """The handlers' jobs, sorted (kept so: a reclaim statement sends them and sorts
+        nothing)."""
         return self.handlers.names
 
     # -- what wakes the loop -----------------------------------------------------------------
