@@ -43,7 +43,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from claimsched.db import Store
 from claimsched.errors import ClaimschedError
-from claimsched.specs import job_spec
+from claimsched.schedule.specs import job_spec
 from claimsched.tools.postgres import TemporaryPostgres
 from claimsched.tools.processes import python_path
 

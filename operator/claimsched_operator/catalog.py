@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from claimsched.schedules import Schedule
-from claimsched.specs import JobSpec
+from claimsched.schedule.schedules import Schedule
+from claimsched.schedule.specs import JobSpec
 
 from . import conditions
 from .status import Alerting, Observation

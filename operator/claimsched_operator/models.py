@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from claimsched.deadlines import DEFAULT_GRACE
+from claimsched.schedule.deadlines import DEFAULT_GRACE
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 

@@ -25,7 +25,7 @@ from claimsched.db.queries import migration_files
 from claimsched.db.store import spec_json
 from claimsched.errors import ConfigurationError, DatabaseError
 from claimsched.records import Candidate, Completion, Lease
-from claimsched.specs import JobSpec
+from claimsched.schedule.specs import JobSpec
 
 from .support import HIJACK, PRESENCE, past
 from .support import sql as run_sql

@@ -17,7 +17,7 @@ from claimsched.db.arrays import claim_params
 from claimsched.db.queries import query
 from claimsched.db.store import read_unclaimed
 from claimsched.records import Candidate
-from claimsched.specs import job_spec
+from claimsched.schedule.specs import job_spec
 
 from .support import PRESENCE, due, explained, past, sql
 

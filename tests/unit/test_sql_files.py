@@ -50,7 +50,7 @@ def test_functions_are_created_after_the_functions_they_call() -> None:
 
 
 def test_the_upsert_writes_exactly_the_columns_of_a_jobspec() -> None:
-    """cs_upsert_schedule spells out JobSpec's columns (claimsched.specs.SPEC_COLUMNS): a field
+    """cs_upsert_schedule spells out JobSpec's columns (claimsched.schedule.specs.SPEC_COLUMNS): a field
     added to JobSpec fails here until the function writes it too."""
     text = (FOLDER / "functions" / "cs_upsert_schedule.sql").read_text()
     for key in ("spec_columns", "spec_fields", "spec_upserted", "spec_current"):

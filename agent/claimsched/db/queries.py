@@ -7,7 +7,7 @@ from importlib import resources
 
 from psycopg import sql
 
-from ..specs import SPEC_COLUMNS, SUSPENSION_COLUMNS
+from ..schedule.specs import SPEC_COLUMNS, SUSPENSION_COLUMNS
 
 #: Placeholders a query may use for the columns a schedule's spec writes (JobSpec's fields but
 #: the job name), so that the list is written once, in specs.py, and never drifts:

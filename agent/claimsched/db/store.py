@@ -30,7 +30,7 @@ from ..records import (
     QueuedRun,
     Written,
 )
-from ..specs import JobSpec, ScheduleRecord
+from ..schedule.specs import JobSpec, ScheduleRecord
 from . import migrations
 from .arrays import LEASE_KEYS, arrays, claim_params, literal
 from .connection import checked_schema, configure, connect, make_pool, redact_dsn, translated

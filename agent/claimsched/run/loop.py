@@ -25,17 +25,17 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from . import metrics
-from .claims import SETTLED, Entry, Planner, Sharing, micros
-from .clock import DbClock
-from .db import Store
-from .errors import DatabaseError
-from .handlers import Handlers
-from .health import DatabaseHealth, retry_conflicts
-from .logs import AgentLog
-from .records import Lease, describe_owner, released
-from .specs import JobSpec
-from .workers import Workers
+from .. import metrics
+from ..clock import DbClock
+from ..db import Store
+from ..errors import DatabaseError
+from ..health import DatabaseHealth, retry_conflicts
+from ..logs import AgentLog
+from ..plan.handlers import Handlers
+from ..plan.planner import SETTLED, Entry, Planner, Sharing, micros
+from ..records import Candidate, ClaimResult, Lease, describe_owner, released
+from ..schedule.specs import JobSpec
+from .workers import Handler, Workers
 
 RETRY_WAIT = 0.5  # seconds before retrying an occurrence that was deferred (Forbid, busy)
 NOT_DUE_WAIT = 0.01  # seconds before asking again when the database said "not due yet"
@@ -46,6 +46,7 @@ FULL_WAIT = 5.0  # seconds to sleep with every slot busy; a freed slot wakes the
 LOST = frozenset({"taken", "contended"})  # races another replica won or is winning
 # A run of the job is in progress or being inserted, maybe another replica's.
 HELD = LOST | {"busy", "deferred"}
+MORE = "more"  # not an outcome: the planner held back candidates and this claim settled some
 
 
 @dataclass
@@ -65,7 +66,7 @@ class Claimer:
 
     store: Store
     agent_id: str
-    handlers: Handlers
+    handlers: Handlers[Handler]
     listed: Callable[[], bool]
     declared: Mapping[str, JobSpec]
     workers: Workers
@@ -99,8 +100,8 @@ class Claimer:
 
     @property
     def names(self) -> list[str]:
-        """The handlers' jobs, sorted (kept so: with 100,000 jobs, sorting them for every
-        reclaim statement was a cost of its own)."""
+        """The handlers' jobs, sorted (kept so: a reclaim statement sends them and sorts
+        nothing)."""
         return self.handlers.names
 
     # -- what wakes the loop -----------------------------------------------------------------
@@ -177,6 +178,24 @@ class Claimer:
         Until it returns, a freed slot wakes the loop again; it stops doing so only when the
         pass ends with nothing left that a slot would let it do."""
         self._starved = True
+        self._read_news()
+        capacity = self.workers.free()
+        if not capacity:
+            return FULL_WAIT  # a freed slot wakes the loop
+        if not self._schedules:
+            return self._satisfied()
+        candidates = self._candidates(capacity)
+        if not candidates:
+            return 0.0 if self.planner.truncated else self._satisfied()
+        claimed = self.store.claim(self.agent_id, candidates, capacity, self._sending)
+        if claimed is None:
+            return 0.0  # stopping: the loop ends
+        results = self._started(*claimed)
+        return self._next_wake_up(results, self.planner.learn(results))
+
+    def _read_news(self) -> None:
+        """Act on what woke the loop: forget cursors after an outage, re-read the schedules
+        that changed (all of them, now and then), reclaim runs that want an owner."""
         if self._catch_up:
             self._catch_up = False
             self.planner.forget()
@@ -188,11 +207,10 @@ class Claimer:
         if self._reclaim and self.workers.free():
             self._reclaim = False
             self._take_over(self.workers.free())
-        capacity = self.workers.free()
-        if not capacity:
-            return FULL_WAIT  # a freed slot wakes the loop
-        if not self._schedules:
-            return self._satisfied()
+
+    def _candidates(self, capacity: int) -> list[Candidate]:
+        """What to propose: the planner's candidates, and of the occurrences handed to us by
+        their first claimer, those it left unclaimed."""
         candidates = self.planner.plan(self._schedules, self.clock.now(), capacity)
         if self.planner.checks:  # handed to us: claim only what their first claimer left
             checks = self.planner.checks
@@ -200,12 +218,10 @@ class Claimer:
             if len(unclaimed) < len(checks):  # their first claimers took some
                 self._others_may_run()
             candidates += self.planner.confirmed(unclaimed)
-        if not candidates:
-            return 0.0 if self.planner.truncated else self._satisfied()
-        claimed = self.store.claim(self.agent_id, candidates, capacity, self._sending)
-        if claimed is None:
-            return 0.0  # stopping: the loop ends
-        db_now, results = claimed
+        return candidates
+
+    def _started(self, db_now: datetime, results: list[ClaimResult]) -> list[ClaimResult]:
+        """Count the claim's outcomes and start a run for each lease won; returns `results`."""
         self.clock.observe(db_now, self._sent, time.monotonic())
         lost = 0
         for result in results:
@@ -219,21 +235,26 @@ class Claimer:
             metrics.CLAIMS_LOST.inc(lost)
         if any(result.outcome in HELD for result in results):
             self._others_may_run()
-        blocked = self.planner.learn(results)
-        if "stale" in blocked:  # the schedule changed since we read it: read it, plan again
-            self.schedules_changed({r.job_name for r in results if r.outcome == "stale"})
-            return 0.0
-        if "not_due" in blocked:
-            return NOT_DUE_WAIT  # our clock estimate ran ahead; the offset is corrected now
-        progressed = any(result.outcome in SETTLED for result in results)
-        if "no_capacity" in blocked or (self.planner.truncated and progressed):
-            # Races lost to other replicas left slots free: try the remaining ones at once.
-            return 0.0 if self.workers.free() else FULL_WAIT
-        if "contended" in blocked:
-            return CONTENDED_WAIT
-        if "deferred" in blocked:
-            return RETRY_WAIT
+        return results
+
+    def _next_wake_up(self, results: list[ClaimResult], blocked: set[str]) -> float:
+        """Seconds to sleep after a claim: the first row of WAKE_UP whose outcome blocked a
+        job decides; with none, until the next occurrence."""
+        if self.planner.truncated and any(result.outcome in SETTLED for result in results):
+            blocked = blocked | {MORE}
+        for outcome, wake_up in WAKE_UP.items():
+            if outcome in blocked:
+                return wake_up(self, results)
         return self._sleep_seconds() if blocked else self._satisfied()
+
+    def _reread(self, results: list[ClaimResult]) -> float:
+        """The schedule changed since we read it: read it, plan again."""
+        self.schedules_changed({r.job_name for r in results if r.outcome == "stale"})
+        return 0.0
+
+    def _free_slots_now(self, results: list[ClaimResult]) -> float:
+        """Races lost to other replicas left slots free: try the remaining ones at once."""
+        return 0.0 if self.workers.free() else FULL_WAIT
 
     def _take_over(self, free: int) -> None:
         """Reclaim runs that want an owner, as many as `free` slots, and start them. Those that
@@ -398,3 +419,14 @@ class Claimer:
                     shortest = record.lease_seconds
         self._shortest_lease = shortest
         return entries, owners
+
+
+#: The claim's outcome -> the next wake-up, the first row that blocked a job deciding.
+WAKE_UP: dict[str, Callable[[Claimer, list[ClaimResult]], float]] = {
+    "stale": Claimer._reread,
+    "not_due": lambda _, __: NOT_DUE_WAIT,  # our clock ran ahead; its offset is corrected now
+    "no_capacity": Claimer._free_slots_now,
+    MORE: Claimer._free_slots_now,
+    "contended": lambda _, __: CONTENDED_WAIT,
+    "deferred": lambda _, __: RETRY_WAIT,
+}

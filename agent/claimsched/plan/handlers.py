@@ -1,10 +1,9 @@
 """The agent's job handlers by job name, held compactly: an app may register 100,000 jobs.
 
-A dict of 100,000 names took ~3.7 MiB, and the claim loop kept a sorted copy of its keys
-besides (issue 15). Here the names are one sorted list (which the claim loop reads: the
-reclaim and presence statements send it, reads key their entries by its strings) and each
-one's handler a 4-byte index into the few distinct handlers (an app registers one function
-for many jobs): ~12 bytes per job besides its name. A lookup is a bisection.
+The names are one sorted list (which the claim loop reads: the reclaim and presence
+statements send it, reads key their entries by its strings) and each one's handler a 4-byte
+index into the few distinct handlers (an app registers one function for many jobs): ~12 bytes
+per job besides its name, and no dict or sorted copy besides. A lookup is a bisection.
 """
 
 from __future__ import annotations
@@ -13,11 +12,12 @@ import threading
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping
+from typing import Generic, TypeVar
 
-from .workers import Handler
+Handler = TypeVar("Handler")
 
 
-class Handlers(Mapping[str, Handler]):
+class Handlers(Mapping[str, Handler], Generic[Handler]):
     """Handlers by job name. Registrations wait in a dict until the first lookup merges them
     into the sorted list (the agent registers before it starts, and looks up after)."""
 

@@ -6,10 +6,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from . import metrics
-from .errors import DatabaseError
-from .health import DatabaseHealth
-from .records import Lease
+from .. import metrics
+from ..errors import DatabaseError
+from ..health import DatabaseHealth
+from ..records import Lease
 from .workers import Workers
 
 IDLE_WAIT = 1.0

@@ -1,10 +1,9 @@
 """The planner's cursors held compactly: one 8-byte slot per job an agent has a handler for.
 
-A cursor per job is what the planner keeps (`Planner.cursors`): a dict of them grows to one
-entry per job over a day (100,000 jobs: ~4 MiB, and a datetime for each distinct instant).
-Here each job's cursor is integer microseconds in an array by the job's place in the
-handlers' sorted names (0.8 MiB at 100,000, allocated at the first cursor); a name that is
-not a handler (none, in an agent) goes to a dict.
+A cursor per job is what the planner keeps (`Planner.cursors`), one per job over a day. Here
+each job's cursor is integer microseconds in an array by the job's place in the handlers'
+sorted names (8 bytes a job, allocated at the first cursor; no datetime per distinct
+instant); a name that is not a handler (none, in an agent) goes to a dict.
 """
 
 from __future__ import annotations
@@ -12,9 +11,10 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator, MutableMapping
 from datetime import datetime
+from typing import Any
 
-from .claims import instant, micros
 from .handlers import Handlers
+from .planner import instant, micros
 
 NONE = -(2**63)  # no cursor (microseconds no datetime reaches)
 
@@ -23,7 +23,7 @@ class Cursors(MutableMapping[str, datetime]):
     """Cursors by job name, for the handlers' jobs (`Planner(cursors=Cursors(handlers))`).
     Used from the claim loop's thread only, like the planner."""
 
-    def __init__(self, handlers: Handlers) -> None:
+    def __init__(self, handlers: Handlers[Any]) -> None:
         self._handlers = handlers
         self._names: list[str] | None = None  # the names list the slots follow
         self._slots = array("q")

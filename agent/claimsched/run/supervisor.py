@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .logs import AgentLog
+from ..logs import AgentLog
 
 
 class Supervisor:

@@ -11,8 +11,8 @@ changes. With 100,000 schedules a pass costs what is due, not what exists.
 
 What the planner plans from is an `Entry` per job: its `Shape` (the schedule and the settings
 that decide what is due), which equal jobs share, and two instants as integers (shared too by
-rows written together). An entry is 56 bytes; a stored row with its parsed schedule was ~1.5 KB
-(issue 15: 100,000 of them per replica).
+rows written together): a replica holds an entry per job, not a stored row with its parsed
+schedule.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 from weakref import WeakValueDictionary
 
-from .records import Candidate, ClaimResult
-from .schedules import Schedule
-from .specs import ScheduleRecord
+from ..records import Candidate, ClaimResult
+from ..schedule.schedules import Schedule
+from ..schedule.specs import ScheduleRecord
 from .turns import Turns
 
 MAX_PER_PASS = 100

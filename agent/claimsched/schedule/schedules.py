@@ -31,8 +31,8 @@ from itertools import pairwise
 from weakref import WeakValueDictionary
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from claimsched.cron import Cron, Every, parse_duration, parse_rule, quoted, resolve
 from claimsched.errors import UnknownTimeZone
+from claimsched.schedule.cron import Cron, Every, parse_duration, parse_rule, quoted, resolve
 
 __all__ = ["Schedule", "parse_duration", "parse_schedule", "validate_time_zone"]
 

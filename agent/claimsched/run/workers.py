@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from . import metrics
-from .errors import DatabaseError
-from .health import DatabaseHealth
-from .logs import AgentLog
-from .records import Completion, Lease, Status
+from .. import metrics
+from ..errors import DatabaseError
+from ..health import DatabaseHealth
+from ..logs import AgentLog
+from ..records import Completion, Lease, Status
 from .runs import Run
 
 Handler = Callable[[Run], Any]
@@ -26,8 +26,7 @@ Complete = Callable[[Sequence[Completion]], dict[int, datetime | None]]
 _NOTHING = object()
 IDLE_SECONDS = 60.0  # a worker thread with nothing to run for this long ends
 # Seconds a finished run waits for the others in flight (the runs of one claim end together,
-# mostly) to be recorded by the same statement: a statement per run was a third of what a
-# replica sent (scenario a: 1.16 completions per replica and instant, for 3 runs).
+# mostly) to be recorded by the same statement rather than one statement per run.
 LINGER = 0.025
 
 
@@ -43,7 +42,7 @@ class Slot:
 class Workers:
     """At most `size` runs at once; finished runs are recorded in batches by the completer.
 
-    Handlers run on worker threads that are kept between runs (a thread start per run cost
+    Handlers run on worker threads that are kept between runs (a thread start per run costs
     more than a trivial handler) and end after IDLE_SECONDS without work. A new thread is
     started only when none is idle, so a handler that hangs after its lease was lost never
     holds up the runs that take its slot.

@@ -9,8 +9,8 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from .errors import LeaseLost
-from .records import Lease
+from ..errors import LeaseLost
+from ..records import Lease
 
 
 class ReceiptBook(Protocol):

@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from .errors import ClaimschedError, ConfigurationError, InvalidSpec
+from ..errors import ClaimschedError, ConfigurationError, InvalidSpec
 from .schedules import Schedule, parse_schedule
 
 MAX_REASON = 1024  # characters of a suspend reason

@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
+from ..logs import AgentLog
+from ..records import Lease
 from .effects import Effects, idempotency_key
-from .logs import AgentLog
-from .records import Lease
 
 T = TypeVar("T")
 
