@@ -2,7 +2,7 @@
 
 10,000 operator-owned schedules (hourly, half-hourly and daily cron, `@every 1h`) active for
 `history_days`, a day of runs for each (some failed, orphaned, running, missing), three live
-agents. `claimsched_operator.status.refresh` runs against them as the operator's own role, so
+agents. `claimsched_operator.observations.refresh` runs against them as the operator's own role, so
 pg_stat_statements counts exactly its statements. The first refresh of a fresh operator (cold:
 its occurrence counters start empty) is timed apart from the later ones (warm), at two sizes to
 show whether the statement count stays constant.
@@ -37,7 +37,7 @@ def run(
     out: Path | None = None,
     name: str | None = None,
 ) -> Path:
-    from claimsched_operator import status
+    from claimsched_operator import observations as status
 
     name = name or f"d-{jobs}"
     sizes = sorted({max(1, jobs // 10), jobs})

@@ -1,0 +1,62 @@
+"""One writer of a ClaimSchedule's status. The handlers and the status timer write one conditions
+list, concurrently: neither undoes what the other just set, even when the body it was handed
+predates the other's patch."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import kopf
+import pytest
+
+from claimsched_operator import writer
+from claimsched_operator.conditions import condition, status_of
+from claimsched_operator.writer import Writer, Written
+
+OWNER = "default/nightly"
+
+
+def test_the_timer_on_a_stale_body_keeps_the_synced_condition_a_handler_just_set() -> None:
+    known = Written()
+    stale: list[dict[str, object]] = []  # the body both were handed: no conditions yet
+    by_handler = known.merge(OWNER, stale, [condition("Synced", True, "Synced")], 1)
+    assert by_handler is not None and status_of(by_handler, "Synced") == "True"
+    by_timer = known.merge(
+        OWNER, stale, [condition("AgentsAvailable", True, "AgentsAvailable")], 1)
+    assert by_timer is not None
+    assert (status_of(by_timer, "Synced"), status_of(by_timer, "AgentsAvailable")) == (
+        "True", "True")
+    assert status_of(known.conditions(OWNER, stale), "Synced") == "True"
+    # nothing to patch once the body shows it
+    assert known.merge(
+        OWNER, by_timer, [condition("AgentsAvailable", True, "AgentsAvailable")], 1) is None
+
+
+def test_the_body_counts_again_once_the_memory_is_old_and_after_a_delete(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    known = Written()
+    known.merge(OWNER, None, [condition("Synced", True, "Synced")], 1)
+    written_elsewhere = [{"type": "Synced", "status": "False", "reason": "InvalidSpec"}]
+    monkeypatch.setattr(writer, "CONDITIONS_MEMORY_SECONDS", -1.0)
+    assert known.conditions(OWNER, written_elsewhere) == written_elsewhere
+    monkeypatch.undo()
+    known.merge(OWNER, None, [condition("Synced", True, "Synced")], 1)
+    known.forget(OWNER)
+    assert known.conditions(OWNER, written_elsewhere) == written_elsewhere
+
+
+def test_the_writer_refuses_a_key_it_does_not_own() -> None:
+    patch = kopf.Patch()
+    found = Writer(Written(), OWNER, {}, 1, patch)
+    found.put("jobName", "nightly")
+    with pytest.raises(KeyError):
+        found.put("nextFireTime", "2026-01-01T00:00:00Z")  # the observation's, not a handler's
+    assert dict(patch.status) == {"jobName": "nightly"}
+
+
+def test_only_the_writer_touches_a_resource_s_status() -> None:
+    package = Path(writer.__file__).parent
+    writing = sorted(p.name for p in package.glob("*.py")
+                     if re.search(r"patch\.status\[", p.read_text()))
+    assert writing == ["writer.py"]
