@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from claimsched.db import OwnedSchedules, Store
-from claimsched.schedules import parse_schedule
+from claimsched.schedule.schedules import parse_schedule
 
 from . import plot, sql
 from .cluster import cluster

@@ -16,10 +16,10 @@ from .errors import (
     UnknownJob,
     UnknownTimeZone,
 )
-from .runs import Run
-from .schedules import Schedule, parse_schedule
+from .run.runs import Run
+from .schedule.schedules import Schedule, parse_schedule
+from .schedule.specs import JobSpec, from_claimschedule, job_spec
 from .settings import AgentSettings
-from .specs import JobSpec, from_claimschedule, job_spec
 from .version import __version__
 
 __all__ = [

@@ -16,10 +16,7 @@ from types import FrameType, TracebackType
 from typing import Any, TypeVar
 
 from . import memory, metrics
-from .claiming import Claimer
-from .claims import Planner
 from .clock import DbClock
-from .cursors import Cursors
 from .db import (
     AGENT_API,
     NOTIFY_AGENTS,
@@ -31,20 +28,23 @@ from .db import (
     SessionOptions,
     Store,
 )
-from .effects import Effects
 from .errors import ClaimschedError, ConfigurationError, DatabaseAway, DatabaseError
-from .handlers import Handlers
 from .health import DatabaseHealth, retry_away, retry_conflicts
-from .heartbeat import Heartbeat
-from .housekeeping import Housekeeper, presence
 from .logs import AgentLog
+from .plan.cursors import Cursors
+from .plan.handlers import Handlers
+from .plan.planner import Planner
+from .plan.turns import Turns
 from .records import Lease
-from .runs import Run
+from .run.effects import Effects
+from .run.heartbeat import Heartbeat
+from .run.housekeeping import Housekeeper, presence
+from .run.loop import Claimer
+from .run.runs import Run
+from .run.supervisor import Supervisor
+from .run.workers import Handler, Workers
+from .schedule.specs import JobSpec, job_spec, validate_job_name
 from .settings import AgentSettings
-from .specs import JobSpec, job_spec, validate_job_name
-from .supervisor import Supervisor
-from .turns import Turns
-from .workers import Handler, Workers
 
 H = TypeVar("H", bound=Handler)
 
@@ -98,7 +98,7 @@ class Agent:
         )
         self.log = AgentLog(logging.getLogger("claimsched.agent"), {"agent": self.agent_id})
         self.clock = DbClock()
-        self._handlers = Handlers()
+        self._handlers = Handlers[Handler]()
         self._declared: dict[str, JobSpec] = {}
         self._wake = threading.Event()
         self._stopping = threading.Event()

@@ -3,8 +3,8 @@
 With 100,000 schedules the agent's large blocks (the tables of dicts and sets of every name,
 the lists of a full read and of the first planner pass) are freed soon after they are made.
 glibc's malloc raises its mmap threshold to the size of each large block freed, so the next
-ones come from the heap, where freed memory stays in the process (issue 15: ~8 MiB of a
-replica). Both calls are no-ops where the C library is not glibc (musl, macOS).
+ones come from the heap, where freed memory stays in the process. Both calls are no-ops
+where the C library is not glibc (musl, macOS).
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ class DatabaseIdentity:
 
 @dataclass(frozen=True)
 class AgentApi:
-    """A version of the SQL API agents call that the schema serves (sql/functions.sql): the
+    """A version of the SQL API agents call that the schema serves (sql/functions/): the
     release whose agents first called it, whether this release's agents call it (`current`),
     and the live agents that call it now, each with its release."""
 

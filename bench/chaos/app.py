@@ -212,7 +212,36 @@ def _chaos_steps(run: Run, spec: dict[str, Any], period: int) -> None:
     _work(run, float(spec.get("tail", 0)))  # work after the last effect: no database needed
 
 
+# -- light handlers: the wide soak's 1,000 jobs @every 1s ---------------------------------------
+
+_light = threading.local()  # one connection per worker thread, kept across runs
+
+
+def _light_handler(spec: dict[str, Any]) -> Any:
+    """One cheap statement per run: the receipt and the ledger row (public.wide_ledger) commit
+    together, on the worker thread's own connection (opened again after any error)."""
+
+    def handle(run: Run) -> None:
+        conn = getattr(_light, "conn", None)
+        if conn is None or conn.closed:
+            conn = _light.conn = psycopg.connect(DSN, autocommit=True, connect_timeout=3)
+        try:
+            with conn.transaction():
+                if run.effect("tick", conn=conn):
+                    conn.execute(
+                        "INSERT INTO public.wide_ledger VALUES (%s, %s, %s, %s)",
+                        [run.job_name, run.fire_time, run.agent_id, run.attempt],
+                    )
+        except BaseException:
+            conn.close()
+            _light.conn = None
+            raise
+
+    return handle
+
+
+MAKERS = {"chaos": _chaos_handler, "light": _light_handler}
 for _spec in json.loads(os.environ.get("APP_JOBS", "[]")):
     _settings = {k: v for k, v in _spec.items() if k not in HANDLER_KEYS}
-    _make = _chaos_handler if _spec.get("kind") == "chaos" else _handler
+    _make = MAKERS.get(_spec.get("kind", ""), _handler)
     agent.job(_spec["name"], _spec.get("schedule"), **_settings)(_make(_spec))

@@ -160,6 +160,7 @@ JOIN claimsched.job_schedule s ON s.job_name = r.job_name
 LEFT JOIN claimsched.job_attempts a
     ON a.job_name = r.job_name AND a.fire_time = r.fire_time AND a.attempt = r.attempt - 1
 WHERE r.status = 'running' AND r.lease_until > now() AND r.claimed_by = ANY(%(agents)s)
+  AND r.job_name < 'w'  -- the storm's jobs (j..), not the wide soak's light ones (w....)
   AND (CASE WHEN %(job)s::text IS NULL THEN r.attempt >= 2
             ELSE r.kind = 'backfill' AND r.job_name = %(job)s
                  AND r.fire_time = ANY(%(fires)s::timestamptz[]) END)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from claimsched.claims import MISSED_LATEST, MISSED_NONE, SUPERSEDED
+from claimsched.plan.planner import MISSED_LATEST, MISSED_NONE, SUPERSEDED
 
 FORBID_BUSY = "skipped: the previous run is still running"
 # How far the agent's estimate of the database clock may run ahead of it: an occurrence proposed

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from claimsched.tools.postgres import free_port
+from claimsched.tools.postgres import reserved_ports
 from claimsched.tools.processes import stop_processes
 
 from .blackhole import Blackhole
@@ -184,13 +184,16 @@ class PatroniCluster:
 
     def __post_init__(self) -> None:
         self.binaries = require_binaries()
-        self.etcd_port, self.etcd_peer_port = free_port(), free_port()
-        for name in ("n1", "n2"):
-            folder = self.root / name
-            folder.mkdir()
-            _chown(folder)
-            pg_port = free_port()
-            self.members[name] = Member(name, folder, pg_port, free_port(), Blackhole(pg_port))
+        # Every port distinct, and the proxies bound while they are held: two nodes given one
+        # port each see the other's primary as their own postgres and demote forever.
+        with reserved_ports(6) as ports:
+            self.etcd_port, self.etcd_peer_port = ports[:2]
+            for index, name in enumerate(("n1", "n2")):
+                folder = self.root / name
+                folder.mkdir()
+                _chown(folder)
+                pg_port, rest_port = ports[2 + 2 * index : 4 + 2 * index]
+                self.members[name] = Member(name, folder, pg_port, rest_port, Blackhole(pg_port))
 
     # -- lifecycle ---------------------------------------------------------------------------
 

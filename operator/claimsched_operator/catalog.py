@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from claimsched.schedules import Schedule
-from claimsched.specs import JobSpec
+from claimsched.schedule.schedules import Schedule
+from claimsched.schedule.specs import JobSpec
 
 from .observations import Alerting, Observation
 

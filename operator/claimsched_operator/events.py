@@ -9,7 +9,7 @@ from typing import Any
 
 import kopf
 
-from claimsched.deadlines import DEFAULT_GRACE
+from claimsched.schedule.deadlines import DEFAULT_GRACE
 
 from .observations import Observation
 

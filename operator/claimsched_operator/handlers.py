@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from claimsched.errors import DatabaseError, InvalidSchedule, InvalidSpec, UnknownTimeZone
 from claimsched.records import WriteOutcome
-from claimsched.specs import JobSpec, from_claimschedule
+from claimsched.schedule.specs import JobSpec, from_claimschedule
 
 from . import conditions, events, metrics, peering, triggers
 from .catalog import Entry

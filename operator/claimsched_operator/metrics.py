@@ -16,7 +16,7 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from claimsched.deadlines import DEFAULT_GRACE
+from claimsched.schedule.deadlines import DEFAULT_GRACE
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 

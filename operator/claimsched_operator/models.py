@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from claimsched.deadlines import DEFAULT_GRACE
-from claimsched.specs import ALERT_BOUNDS
+from claimsched.schedule.deadlines import DEFAULT_GRACE
+from claimsched.schedule.specs import ALERT_BOUNDS
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 

@@ -14,8 +14,8 @@ from operator import itemgetter
 from typing import Any
 
 from claimsched.db import OwnedSchedules, redact_text
-from claimsched.deadlines import Lateness, grace, lateness
-from claimsched.schedules import Schedule
+from claimsched.schedule.deadlines import Lateness, grace, lateness
+from claimsched.schedule.schedules import Schedule
 
 from .history import SettledHistory
 from .models import FailedRuns, LastRun, MissedRuns, ObservedStatus, OrphanedRuns, rfc3339

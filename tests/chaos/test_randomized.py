@@ -43,10 +43,10 @@ from bench.chaos.storm import (
     summary,
 )
 
-from claimsched.claims import MISSED_LATEST, MISSED_NONE
 from claimsched.db import Store
+from claimsched.plan.planner import MISSED_LATEST, MISSED_NONE
 from claimsched.records import Completion
-from claimsched.specs import job_spec
+from claimsched.schedule.specs import job_spec
 from tests.helpers.polling import wait_for
 from tests.integration.support import due, runs
 

@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from claimsched.specs import load_claimschedules
+from claimsched.schedule.specs import load_claimschedules
 from tests.chart.chart import KUBE_VERSIONS
 from tests.chart.test_chart_security import assert_restricted
 from tests.helpers.crd_schema import load_crd

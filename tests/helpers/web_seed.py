@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from claimsched.schedules import parse_schedule
+from claimsched.schedule.schedules import parse_schedule
 
 HOSTILE_JOB = "<script>alert(1)</script>"
 HOSTILE_ERROR = "<img src=x onerror=alert(2)> failed; see postgresql://app:hunter2@db:5432/app"

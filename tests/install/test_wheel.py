@@ -71,8 +71,8 @@ def test_the_sdist_holds_the_sources_and_the_build_recipe(dist: Dist) -> None:
     with tarfile.open(dist.sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     for needed in ("pyproject.toml", "README.md", "agent/claimsched/db/store.py",
-                   "agent/claimsched/sql/functions.sql",
-                   "agent/claimsched/sql/migrations/0001_initial.sql",
+                   "agent/claimsched/db/sql/functions/index.sql",
+                   "agent/claimsched/db/sql/migrations/0001_initial.sql",
                    "operator/claimsched_operator/main.py"):
         assert needed in names, f"{needed} is missing from the sdist"
 

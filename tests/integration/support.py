@@ -53,7 +53,7 @@ CREATE FUNCTION claimsched.now() RETURNS timestamptz LANGUAGE sql
 """
 
 
-#: What an agent says of itself in housekeeping (claimsched.housekeeping.presence).
+#: What an agent says of itself in housekeeping (claimsched.run.housekeeping.presence).
 PRESENCE = {"hostname": "h", "pod": None, "namespace": None, "version": "t", "ttl_seconds": 9,
             "tzdata": "2025b"}
 

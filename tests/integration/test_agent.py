@@ -19,7 +19,7 @@ from claimsched import Agent, ConfigurationError, InvalidSchedule, InvalidSpec, 
 from claimsched.db import Store
 from claimsched.db.queries import query
 from claimsched.db.store import claim_params
-from claimsched.specs import job_spec
+from claimsched.schedule.specs import job_spec
 from claimsched.tools.postgres import free_port
 from tests.helpers.polling import wait_for
 

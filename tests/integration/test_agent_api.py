@@ -1,4 +1,4 @@
-"""The SQL API agents call has versions (sql/functions.sql, migration 0017): the schema serves
+"""The SQL API agents call has versions (sql/functions/, migration 0017): the schema serves
 claimsched 0.1.0's (API 1) beside this release's (API 2); presence says which one each agent
 calls; an agent accepts a newer schema that still serves its API; and migrate never drops a
 version a live agent still calls. tests/upgrade runs the real 0.1.0 agents through it."""

@@ -15,7 +15,7 @@ import pytest
 from claimsched.db import Store
 from claimsched.db.arrays import claim_params, literal
 from claimsched.records import Candidate
-from claimsched.specs import job_spec
+from claimsched.schedule.specs import job_spec
 
 from .support import due, past, sql
 

@@ -32,7 +32,7 @@ from claimsched import (
 )
 from claimsched.cli import main
 from claimsched.db import AGENT_API, SCHEMA_VERSION, Store
-from claimsched.specs import JobSpec, job_spec
+from claimsched.schedule.specs import JobSpec, job_spec
 from tests.helpers.polling import wait_for
 
 from .support import runs, sql

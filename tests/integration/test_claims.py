@@ -15,7 +15,7 @@ from claimsched.cli import main
 from claimsched.db import SessionOptions, Store
 from claimsched.db.queries import query
 from claimsched.db.store import claim_params
-from claimsched.specs import job_spec
+from claimsched.schedule.specs import job_spec
 
 from .support import PRESENCE, due, past, runs, sql
 

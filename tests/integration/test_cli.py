@@ -15,7 +15,7 @@ from claimsched.cli import main
 from claimsched.db import SCHEMA_VERSION, Store
 from claimsched.db.queries import migration_files
 from claimsched.records import Completion
-from claimsched.specs import job_spec
+from claimsched.schedule.specs import job_spec
 
 from .support import sql
 

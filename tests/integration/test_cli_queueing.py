@@ -15,7 +15,7 @@ import pytest
 
 from claimsched import Agent, Run
 from claimsched.db import Store
-from claimsched.specs import job_spec
+from claimsched.schedule.specs import job_spec
 
 from .support import runs, sql
 

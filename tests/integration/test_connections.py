@@ -142,7 +142,7 @@ def test_through_pgbouncer_in_transaction_mode_nothing_lasts_beyond_a_transactio
 
 
 def _spec(job: str):  # type: ignore[no-untyped-def]
-    from claimsched.specs import job_spec
+    from claimsched.schedule.specs import job_spec
 
     return job_spec(job_name=job, schedule="@every 1s", source="code")
 

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from claimsched.db import Store
-from claimsched.schedules import parse_schedule
+from claimsched.schedule.schedules import parse_schedule
 from claimsched.tools.demo import app
 from claimsched.tools.demo.fleet import Fleet
 from claimsched.tools.demo.observations import LogTail, Observations, effects_by_key

@@ -18,10 +18,10 @@ from uuid import UUID
 import pytest
 
 from claimsched.db import Store
-from claimsched.effects import Effects
 from claimsched.records import Lease
-from claimsched.runs import Run
-from claimsched.specs import job_spec
+from claimsched.run.effects import Effects
+from claimsched.run.runs import Run
+from claimsched.schedule.specs import job_spec
 
 from .support import PRESENCE, due, past, sql
 
@@ -52,9 +52,9 @@ import json, os, signal, sys, uuid
 import psycopg
 from datetime import datetime
 from claimsched.db import Store
-from claimsched.effects import Effects
+from claimsched.run.effects import Effects
 from claimsched.records import Lease
-from claimsched.runs import Run
+from claimsched.run.runs import Run
 
 dsn, agent, raw, will_crash = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
 for name in ("fire_time", "lease_until", "started_at"):

@@ -7,7 +7,7 @@ import psycopg
 
 from claimsched.db import Store
 from claimsched.records import Completion, Lease
-from claimsched.specs import job_spec
+from claimsched.schedule.specs import job_spec
 
 from .support import PRESENCE, due, past, runs, sql
 

@@ -17,7 +17,7 @@ from claimsched.db import Store, connect
 from claimsched.db.queries import query
 from claimsched.db.store import claim_params
 from claimsched.records import ClaimResult, Completion, Lease
-from claimsched.specs import job_spec
+from claimsched.schedule.specs import job_spec
 from tests.helpers.polling import wait_for
 
 from .support import PRESENCE, due, past, runs, sql

@@ -10,9 +10,9 @@ import pytest
 
 from claimsched import DatabaseError, LeaseLost
 from claimsched.db import Store
-from claimsched.effects import Effects
 from claimsched.records import Completion, Lease
-from claimsched.specs import job_spec
+from claimsched.run.effects import Effects
+from claimsched.schedule.specs import job_spec
 from tests.helpers.polling import wait_for
 
 from .support import PRESENCE, due, past, runs, sql

@@ -4,7 +4,7 @@ happened; a manual run at some other instant covers no occurrence."""
 from __future__ import annotations
 
 from claimsched.db import OwnedSchedules, Store
-from claimsched.schedules import Schedule
+from claimsched.schedule.schedules import Schedule
 from claimsched_operator.observations import OccurrenceCounter, refresh
 
 from .support import sql

@@ -11,7 +11,7 @@ import pytest
 from claimsched.cli import main
 from claimsched.db import OwnedSchedules, Store
 from claimsched.records import Written
-from claimsched.specs import job_spec
+from claimsched.schedule.specs import job_spec
 
 from .support import sql
 

@@ -9,7 +9,7 @@ import pytest
 
 from claimsched import Agent
 from claimsched.db import Store
-from claimsched.specs import job_spec
+from claimsched.schedule.specs import job_spec
 from tests.helpers.polling import wait_for
 
 from .support import PRESENCE, past, sql

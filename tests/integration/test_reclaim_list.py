@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from claimsched import Agent
 from claimsched.db import Store
-from claimsched.specs import job_spec
+from claimsched.schedule.specs import job_spec
 from tests.helpers.polling import wait_for
 
 from .support import PRESENCE, due, past, sql, statuses

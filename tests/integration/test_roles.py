@@ -25,7 +25,7 @@ from claimsched.db.queries import migration_files
 from claimsched.db.store import spec_json
 from claimsched.errors import ConfigurationError, DatabaseError
 from claimsched.records import Candidate, Completion, Lease
-from claimsched.specs import JobSpec
+from claimsched.schedule.specs import JobSpec
 
 from .support import HIJACK, PRESENCE, past
 from .support import sql as run_sql
@@ -114,7 +114,7 @@ OWNERSHIP_READS = [
     "SELECT agent_id FROM agents",
     "SELECT * FROM job_effects",
 ]
-# The agent API's versions (sql/functions.sql): API 1's names, API 2's.
+# The agent API's versions (sql/functions/): API 1's names, API 2's.
 APIS = ("", "_v2")
 # Functions called by a role that has no grant for them.
 UNGRANTED_CALLS = [

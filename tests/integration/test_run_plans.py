@@ -17,7 +17,7 @@ from claimsched.db.arrays import claim_params
 from claimsched.db.queries import query
 from claimsched.db.store import read_unclaimed
 from claimsched.records import Candidate
-from claimsched.specs import job_spec
+from claimsched.schedule.specs import job_spec
 
 from .support import PRESENCE, due, explained, past, sql
 
@@ -26,7 +26,7 @@ _SCAN = re.compile(r"(Seq Scan|Index Only Scan|Index Scan|Bitmap Index Scan)(?: 
                    r"(?: using (\S+))? on (\S+)")
 
 #: Each statement (a named query, or SQL), with its parameters given the run `r` it acts on.
-#: Not heartbeat and complete: their plan is the statistics' (sql/functions.sql says why).
+#: Not heartbeat and complete: their plan is the statistics' (sql/functions/ says why).
 STATEMENTS: dict[str, tuple[str, Any]] = {
     "claim": (query("claim"), lambda r: claim_params(  # taken: the whole statement runs
         "a", [Candidate("j", r["fire_time"], r["since"])], 4)),

@@ -1,6 +1,6 @@
-"""job_schedule's CHECKs and defaults are `claimsched.specs`' rules: each is tried at its edges in
-a real database, and the database refuses exactly what a JobSpec refuses (the CRD and the
-operator's models: tests/operator/test_claimschedule_rules.py)."""
+"""job_schedule's CHECKs and defaults are `claimsched.schedule.specs`' rules: each is tried at
+its edges in a real database, and the database refuses exactly what a JobSpec refuses (the CRD
+and the operator's models: tests/operator/test_claimschedule_rules.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from psycopg import errors as pgerrors
 from psycopg import sql
 
-from claimsched import specs
 from claimsched.errors import ClaimschedError
-from claimsched.specs import JobSpec
+from claimsched.schedule import specs
+from claimsched.schedule.specs import JobSpec
 
 
 def database_accepts(dsn: str, **fields: Any) -> bool:

@@ -9,8 +9,8 @@ from pydantic import ValidationError
 from claimsched import Agent, ConfigurationError
 from claimsched.cli import main
 from claimsched.db import Store
+from claimsched.schedule.specs import job_spec
 from claimsched.settings import AgentSettings
-from claimsched.specs import job_spec
 from claimsched_operator.settings import OperatorSettings
 
 from .support import due, past

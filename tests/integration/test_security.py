@@ -35,7 +35,7 @@ INJECTED = "'; DELETE FROM job_runs; -- "  # data, never run
 
 
 def test_injection_strings_travel_as_data(store: Store, dsn: str) -> None:
-    from claimsched.specs import job_spec
+    from claimsched.schedule.specs import job_spec
 
     store.upsert_schedule(job_spec(job_name="j", schedule="@daily"))
     assert len(store.request_runs("j", [store.db_now()], "manual")) == 1
@@ -138,7 +138,7 @@ def test_the_agent_runs_with_a_role_that_has_no_ddl_rights(
     dsn: str, password_role: PasswordRole, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from claimsched.cli import main
-    from claimsched.specs import job_spec
+    from claimsched.schedule.specs import job_spec
 
     _grant_app_rights(dsn, password_role.user)
     database = str(psycopg.conninfo.conninfo_to_dict(dsn)["dbname"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from claimsched.db import OwnedSchedules, Store
-from claimsched.schedules import Schedule
+from claimsched.schedule.schedules import Schedule
 from claimsched_operator.models import rfc3339
 from claimsched_operator.observations import OccurrenceCounter, refresh
 

@@ -12,7 +12,7 @@ import pytest
 from psycopg.sql import SQL
 
 from claimsched.db import OwnedSchedules, Store
-from claimsched.schedules import Schedule
+from claimsched.schedule.schedules import Schedule
 from claimsched_operator.history import SettledHistory
 from claimsched_operator.observations import OccurrenceCounter, refresh
 

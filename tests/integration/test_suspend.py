@@ -13,7 +13,7 @@ from claimsched import Agent
 from claimsched.cli import main
 from claimsched.db import Store
 from claimsched.errors import InvalidSpec
-from claimsched.specs import from_claimschedule, job_spec
+from claimsched.schedule.specs import from_claimschedule, job_spec
 from tests.helpers.polling import wait_for
 
 from .support import due, past, runs, sql

@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from claimsched import Agent
-from claimsched.claims import micros
 from claimsched.db import Store
-from claimsched.specs import job_spec
-from claimsched.turns import HANDOFF, Turns
+from claimsched.plan.planner import micros
+from claimsched.plan.turns import HANDOFF, Turns
+from claimsched.schedule.specs import job_spec
 from tests.helpers.polling import wait_for
 
 from .support import PRESENCE, due, past, sql

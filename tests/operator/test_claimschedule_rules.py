@@ -1,5 +1,6 @@
-"""The ClaimSchedule's rules have one source, `claimsched.specs`: the CRD and the operator's models
-are walked against it rule by rule (the SQL CHECKs: tests/integration/test_schedule_rules.py).
+"""The ClaimSchedule's rules have one source, `claimsched.schedule.specs`: the CRD and the
+operator's models are walked against it rule by rule (the SQL CHECKs:
+tests/integration/test_schedule_rules.py).
 
 Each bound is tried at its edges on every side: what the agent accepts, the CRD and the models
 accept, and what it refuses they refuse."""
@@ -16,9 +17,9 @@ from pydantic import ValidationError
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: tests.helpers
 from tests.helpers.crd_schema import Crd, CrdValidationError, load_crd
 
-from claimsched import specs
 from claimsched.errors import ClaimschedError
-from claimsched.specs import JobSpec
+from claimsched.schedule import specs
+from claimsched.schedule.specs import JobSpec
 from claimsched_operator.models import ClaimScheduleSpec
 
 ROOT = Path(__file__).resolve().parents[2]

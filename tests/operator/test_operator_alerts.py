@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from claimsched.db import OwnedSchedules, Store
-from claimsched.schedules import Schedule
+from claimsched.schedule.schedules import Schedule
 from claimsched_operator.models import rfc3339
 from claimsched_operator.observations import Alerting, Observation, OccurrenceCounter, refresh
 

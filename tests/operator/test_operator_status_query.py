@@ -11,7 +11,7 @@ import psycopg
 import psycopg_pool
 
 from claimsched.db import OwnedSchedules, Store
-from claimsched.schedules import Schedule
+from claimsched.schedule.schedules import Schedule
 from claimsched_operator.observations import OccurrenceCounter, refresh
 
 SENT: list[str] = []

@@ -15,7 +15,7 @@ from tests.helpers.polling import wait_for
 
 from claimsched.db import OwnedSchedules, Store
 from claimsched.errors import UnknownJob
-from claimsched.specs import from_claimschedule
+from claimsched.schedule.specs import from_claimschedule
 from claimsched_operator.triggers import TRIGGER, handled, key, recorded_value
 from conftest import (
     Operator,

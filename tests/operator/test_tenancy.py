@@ -32,7 +32,7 @@ from claimsched.cli import main as claimsched
 from claimsched.db import Store
 from claimsched.db.store import spec_json
 from claimsched.records import Candidate, Completion, Lease
-from claimsched.specs import JobSpec
+from claimsched.schedule.specs import JobSpec
 from conftest import GROUP, PLURAL, VERSION, Operator, claimschedule, events
 
 TEAM_A, TEAM_B = "team-a", "team-b"

@@ -15,15 +15,15 @@ from uuid import uuid4
 import pytest
 
 from claimsched.clock import DbClock
-from claimsched.effects import Effects
 from claimsched.errors import DatabaseConflict, DatabaseUnavailable, LeaseLost
 from claimsched.health import DatabaseHealth, retry_conflicts
-from claimsched.heartbeat import Heartbeat
-from claimsched.housekeeping import EXPIRY_MARGIN, EXPIRY_SPREAD, Housekeeper
 from claimsched.logs import AgentLog
 from claimsched.records import Completion, Housekeeping, Lease
-from claimsched.runs import Run
-from claimsched.workers import Workers
+from claimsched.run.effects import Effects
+from claimsched.run.heartbeat import Heartbeat
+from claimsched.run.housekeeping import EXPIRY_MARGIN, EXPIRY_SPREAD, Housekeeper
+from claimsched.run.runs import Run
+from claimsched.run.workers import Workers
 from tests.helpers.polling import wait_for
 
 LOG = AgentLog(logging.getLogger("claimsched.test"), {"agent": "a"})

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from claimsched import Agent, InvalidSchedule, InvalidSpec, UnknownTimeZone
-from claimsched.specs import job_spec
+from claimsched.schedule.specs import job_spec
 
 # -- schedules: cron fields, descriptors, @every -----------------------------------------------
 

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from claimsched.claims import MISSED_LATEST, MISSED_NONE, SUPERSEDED, Entry, Planner, Sharing
+from claimsched.plan.planner import MISSED_LATEST, MISSED_NONE, SUPERSEDED, Entry, Planner, Sharing
+from claimsched.plan.turns import HANDOFF, Turns
 from claimsched.records import ClaimResult
-from claimsched.specs import ScheduleRecord
-from claimsched.turns import HANDOFF, Turns
+from claimsched.schedule.specs import ScheduleRecord
 
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -7,13 +7,13 @@ import tracemalloc
 from collections.abc import MutableMapping
 from datetime import UTC, datetime, timedelta
 
-from claimsched.claims import Entry, Planner
-from claimsched.cursors import Cursors
-from claimsched.cursors import __file__ as cursors_file
-from claimsched.handlers import Handlers
+from claimsched.plan.cursors import Cursors
+from claimsched.plan.cursors import __file__ as cursors_file
+from claimsched.plan.handlers import Handlers
+from claimsched.plan.planner import Entry, Planner
 from claimsched.records import ClaimResult
-from claimsched.runs import Run
-from claimsched.specs import ScheduleRecord
+from claimsched.run.runs import Run
+from claimsched.schedule.specs import ScheduleRecord
 
 NOW = datetime(2026, 12, 1, 12, 0, 0, 123456, tzinfo=UTC)
 

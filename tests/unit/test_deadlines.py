@@ -1,5 +1,5 @@
-"""When an occurrence without a run is late (claimsched.deadlines): the default grace by the
-schedule's period, and a job late since the oldest occurrence after its newest run."""
+"""When an occurrence without a run is late (claimsched.schedule.deadlines): the default grace
+by the schedule's period, and a job late since the oldest occurrence after its newest run."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from claimsched.deadlines import GRACE_CAP, GRACE_FLOOR, grace, lateness, unrun
-from claimsched.schedules import parse_schedule
+from claimsched.schedule.deadlines import GRACE_CAP, GRACE_FLOOR, grace, lateness, unrun
+from claimsched.schedule.schedules import parse_schedule
 
 NOW = datetime(2026, 6, 10, 12, 0, 31, tzinfo=UTC)
 EVERY_2S = parse_schedule("@every 2s")

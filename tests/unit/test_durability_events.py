@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from claimsched.schedules import Schedule
+from claimsched.schedule.schedules import Schedule
 from claimsched_operator.events import transitions
 from claimsched_operator.observations import OccurrenceCounter, observe
 from tests.unit.test_status_cache import row

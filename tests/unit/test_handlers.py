@@ -5,8 +5,8 @@ from __future__ import annotations
 import tracemalloc
 from typing import Any
 
-from claimsched.handlers import Handlers
-from claimsched.runs import Run
+from claimsched.plan.handlers import Handlers
+from claimsched.run.runs import Run
 
 
 def first(run: Run) -> None:

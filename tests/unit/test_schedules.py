@@ -10,9 +10,14 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from claimsched import schedules
 from claimsched.errors import InvalidSchedule, UnknownTimeZone
-from claimsched.schedules import Schedule, parse_duration, parse_schedule, validate_time_zone
+from claimsched.schedule import schedules
+from claimsched.schedule.schedules import (
+    Schedule,
+    parse_duration,
+    parse_schedule,
+    validate_time_zone,
+)
 
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, sec: int = 0) -> datetime:

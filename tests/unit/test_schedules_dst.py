@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from claimsched.schedules import parse_schedule
+from claimsched.schedule.schedules import parse_schedule
 
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, sec: int = 0) -> datetime:

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from claimsched.errors import InvalidSchedule
-from claimsched.schedules import parse_schedule
-from claimsched.specs import job_spec
+from claimsched.schedule.schedules import parse_schedule
+from claimsched.schedule.specs import job_spec
 
 
 @pytest.mark.parametrize(

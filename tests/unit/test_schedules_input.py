@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from claimsched.errors import InvalidSchedule, UnknownTimeZone
-from claimsched.schedules import parse_duration, parse_schedule
+from claimsched.schedule.schedules import parse_duration, parse_schedule
 
 SHORT = 300  # characters: any message stays under this, whatever it was given
 MEGABYTE = 1 << 20

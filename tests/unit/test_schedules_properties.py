@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from claimsched.errors import InvalidSchedule
-from claimsched.schedules import Schedule, parse_schedule
+from claimsched.schedule.schedules import Schedule, parse_schedule
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DAY = 86_400

@@ -22,10 +22,11 @@ SOURCES = [REPO / "agent" / "claimsched", REPO / "operator" / "claimsched_operat
 # -- every statement is parameterized: an AST proof over agent/ and operator/ --------------------
 
 EXECUTORS = {"execute", "executemany", "copy", "stream"}
-# statements read from the packaged, reviewed .sql files (functions_sql and roles_sql fill in
-# quoted identifiers and literals only: sql.SQL(file).format(Identifier(...), Literal(...)))
-SAFE_CALLS = {"query", "functions_sql", "policies_sql", "roles_sql"}
-SAFE_ITERATORS = {"migration_files"}  # (version, file name, SQL text) of packaged migrations
+# statements read from the packaged, reviewed .sql files (roles_sql fills in quoted
+# identifiers and literals only: sql.SQL(file).format(Identifier(...), Literal(...)))
+SAFE_CALLS = {"query", "sql_text", "roles_sql"}
+# (version or file name, ..., SQL text) of the packaged migrations and function files
+SAFE_ITERATORS = {"migration_files", "function_files"}
 COMPOSABLES = {"SQL", "Identifier", "Literal", "Placeholder", "Composed"}
 
 
@@ -311,7 +312,7 @@ def test_the_scan_accepts_the_projects_own_sql(code: str) -> None:
 def test_named_queries_take_parameters_only_as_placeholders() -> None:
     """The .sql files hold statements with %(name)s parameters; nothing else is substituted but
     the spec column lists, which are composed of quoted identifiers (claimsched.db.queries)."""
-    folder = REPO / "agent" / "claimsched" / "sql"
+    folder = REPO / "agent" / "claimsched" / "db" / "sql"
     files = [folder / "queries.sql", folder / "operator.sql", folder / "views.sql"]
     for path in files:
         text = re.sub(r"--[^\n]*|'[^']*'", "", path.read_text())  # comments, string literals

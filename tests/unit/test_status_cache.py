@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from claimsched.schedules import Schedule
+from claimsched.schedule.schedules import Schedule
 from claimsched_operator.models import MissedRuns, rfc3339
 from claimsched_operator.observations import NEXT_FIRE_TIMES, OccurrenceCounter, observe
 

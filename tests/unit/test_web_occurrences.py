@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from claimsched.schedules import parse_schedule
+from claimsched.schedule.schedules import parse_schedule
 from claimsched.web.occurrences import (
     Run,
     Window,

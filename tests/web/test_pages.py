@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
-from claimsched.schedules import parse_schedule
+from claimsched.schedule.schedules import parse_schedule
 from claimsched.tools.postgres import free_port
 from tests.helpers.web_seed import (
     HOSTILE_ERROR,

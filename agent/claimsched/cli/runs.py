@@ -8,8 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from ..db import Views
-from ..deadlines import DEFAULT_GRACE
 from ..errors import ClaimschedError, UnknownJob
+from ..schedule.deadlines import DEFAULT_GRACE
 from ..web.model import summary
 from ..web.verdict import judge
 from .common import Add, emit, iso, open_store

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from ..specs import load_claimschedules
+from ..schedule.specs import load_claimschedules
 from .common import Add, emit, iso, open_store
 
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from ..errors import InvalidSpec
-from ..specs import MAX_REASON
+from ..schedule.specs import MAX_REASON
 from .common import Add, instant, iso, open_store
 
 

@@ -12,13 +12,13 @@ from psycopg import sql
 from ..errors import ConfigurationError, SchemaMismatch
 from ..records import AgentApi
 from .connection import search_path
-from .queries import functions_sql, migration_files, policies_sql, query
+from .queries import function_files, migration_files, query, sql_text
 
 log = logging.getLogger("claimsched.migrations")
 
 SCHEMA_VERSION = max(version for version, _, _ in migration_files())
 MIGRATION_LOCK = 0x636C6D73  # 'clms': one advisory lock key for every claimsched migration
-#: The version of the SQL API this release's agents call: sql/functions.sql's cs_<name>_v2.
+#: The version of the SQL API this release's agents call: sql/functions/'s cs_<name>_v2.
 AGENT_API = 2
 
 _PARTITION = sql.SQL("CREATE TABLE {} PARTITION OF job_runs FOR VALUES FROM ({}) TO ({})")
@@ -163,11 +163,22 @@ def refuse_dropping_called_apis(conn: psycopg.Connection[Any], dropped: set[int]
 
 
 def apply_functions(conn: psycopg.Connection[Any], schema: str) -> None:
-    """(Re)create the functions agents and the operator write through (sql/functions.sql),
-    then the row-level security that scopes readers (sql/policies.sql): code, not schema, so
-    every migrate applies the current ones."""
-    conn.execute(functions_sql(schema))
-    conn.execute(policies_sql(schema))
+    """(Re)create the functions agents and the operator write through (sql/functions/), then
+    the row-level security that scopes readers (sql/policies.sql): code, not schema, so every
+    migrate applies the current ones. They run with the search_path each function keeps
+    (pg_catalog first, pg_temp last); the session's own is set back after."""
+    conn.execute("SELECT set_config('search_path', %s, true)", [function_path(conn, schema)])
+    for _, text in function_files():
+        conn.execute(text)
+    conn.execute(sql_text("policies.sql"))
+    conn.execute("SELECT set_config('search_path', %s, true)", [search_path(conn, schema)])
+
+
+def function_path(conn: psycopg.Connection[Any], schema: str) -> str:
+    """The search_path claimsched's functions keep (SET search_path FROM CURRENT): pg_catalog
+    first, so that no object of another schema stands in for a built-in one; pg_temp last, so
+    that no caller's temporary table or function stands in for claimsched's."""
+    return sql.SQL("pg_catalog, {}, pg_temp").format(sql.Identifier(schema)).as_string(conn)
 
 
 def _month_start(moment: datetime, months_ahead: int = 0) -> datetime:

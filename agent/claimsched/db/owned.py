@@ -12,7 +12,7 @@ from psycopg.rows import dict_row
 
 from ..errors import DatabaseConflict, UnknownJob
 from ..records import Written
-from ..specs import JobSpec
+from ..schedule.specs import JobSpec
 from .arrays import literal
 from .queries import query
 from .store import Store

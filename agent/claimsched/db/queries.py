@@ -7,14 +7,14 @@ from importlib import resources
 
 from psycopg import sql
 
-from ..specs import SPEC_COLUMNS, SUSPENSION_COLUMNS
+from ..schedule.specs import SPEC_COLUMNS, SUSPENSION_COLUMNS
 
 #: Placeholders a query may use for the columns a schedule's spec writes (JobSpec's fields but
 #: the job name), so that the list is written once, in specs.py, and never drifts:
 #: {spec_columns} the column names, {spec_values} their %(name)s parameters, {spec_excluded}
 #: and {spec_current} the same columns of EXCLUDED and of the row `s`; {spec_upserted} those of
 #: EXCLUDED, but a code declaration keeps its own row's suspension (SUSPENSION_COLUMNS);
-#: {spec_fields} those of the record `spec` (sql/functions.sql).
+#: {spec_fields} those of the record `spec`.
 
 
 def _upserted(column: str) -> sql.Composable:
@@ -37,7 +37,7 @@ SPEC_LISTS = {
 
 
 def sql_text(name: str) -> str:
-    return (resources.files("claimsched") / "sql" / name).read_text(encoding="utf-8")
+    return (resources.files("claimsched.db") / "sql" / name).read_text(encoding="utf-8")
 
 
 QUERY_FILES = ("queries.sql", "operator.sql", "views.sql")
@@ -72,21 +72,20 @@ def query(name: str) -> str | sql.Composed:
     return sql.SQL(text).format(**SPEC_LISTS)
 
 
-def functions_sql(schema: str) -> sql.Composed:
-    """sql/functions.sql for `schema`: its name (quoted, and as a literal) and the spec column
-    lists filled in."""
-    return sql.SQL(sql_text("functions.sql")).format(
-        schema=sql.Identifier(schema), schema_name=sql.Literal(schema), **SPEC_LISTS)
-
-
-def policies_sql(schema: str) -> sql.Composed:
-    """sql/policies.sql for `schema`: its name filled in."""
-    return sql.SQL(sql_text("policies.sql")).format(schema=sql.Identifier(schema))
+def function_files() -> list[tuple[str, str]]:
+    """(file name, SQL) of sql/functions/, in the order of its index.sql's `\\ir` lines (each
+    function after those it calls). No file names the schema: run them with the search_path
+    `pg_catalog, <schema>, pg_temp` (migrations.apply_functions does)."""
+    folder = resources.files("claimsched.db") / "sql" / "functions"
+    names = [line.removeprefix("\\ir ").strip()
+             for line in (folder / "index.sql").read_text("utf-8").splitlines()
+             if line.startswith("\\ir ")]
+    return [(name, (folder / name).read_text("utf-8")) for name in names]
 
 
 def migration_files() -> list[tuple[int, str, str]]:
     """(version, file name, SQL) of every migration, in order."""
-    folder = resources.files("claimsched") / "sql" / "migrations"
+    folder = resources.files("claimsched.db") / "sql" / "migrations"
     found = []
     for entry in folder.iterdir():
         if entry.name.endswith(".sql"):

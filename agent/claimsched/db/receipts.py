@@ -10,8 +10,8 @@ import psycopg
 from psycopg import errors as pgerrors
 from psycopg import pq
 
+from ..conflicts import retry_conflicts
 from ..errors import DatabaseConflict
-from ..health import retry_conflicts
 from ..records import Lease
 from .connection import search_path, translated
 from .queries import query

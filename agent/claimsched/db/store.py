@@ -16,8 +16,8 @@ import psycopg_pool
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
+from ..conflicts import retry_conflicts
 from ..errors import InvalidSpec, UnknownJob
-from ..health import retry_conflicts
 from ..records import (
     AgentApi,
     Candidate,
@@ -30,7 +30,7 @@ from ..records import (
     QueuedRun,
     Written,
 )
-from ..specs import JobSpec, ScheduleRecord
+from ..schedule.specs import JobSpec, ScheduleRecord
 from . import migrations
 from .arrays import LEASE_KEYS, arrays, claim_params, literal
 from .connection import checked_schema, configure, connect, make_pool, redact_dsn, translated
@@ -82,7 +82,7 @@ def read_unclaimed(conn: psycopg.Connection[Any], candidates: Sequence[Candidate
 
 
 def spec_json(spec: JobSpec) -> Jsonb:
-    """A schedule's row as the jsonb the functions that write one take (sql/functions.sql)."""
+    """A schedule's row as the jsonb the functions that write one take (sql/functions/)."""
     return Jsonb(spec.row(), dumps=lambda row: json.dumps(row, default=datetime.isoformat))
 
 

@@ -5,6 +5,7 @@ Works as root (initdb and pg_ctl then run as the `postgres` OS user) and as a no
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -12,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,18 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def reserved_ports(count: int) -> Iterator[list[int]]:
+    """`count` distinct free localhost ports, held until the block ends: separate free_port()
+    calls may answer the same port twice, and whatever binds port 0 inside the block (a proxy)
+    cannot be given one of them."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        yield [int(sock.getsockname()[1]) for sock in socks]
 
 
 @dataclass

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..cron import DESCRIPTORS, Every, parse_rule
 from ..errors import InvalidSchedule
+from ..schedule.cron import DESCRIPTORS, Every, parse_rule
 
 _WEEKDAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",

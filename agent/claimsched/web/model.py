@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from ..db import Views, redact_text
 from ..db.views import RECENT_RUNS
-from ..deadlines import Lateness, grace, lateness
 from ..errors import InvalidSchedule, UnknownTimeZone
-from ..schedules import Schedule, parse_schedule
+from ..schedule.deadlines import Lateness, grace, lateness
+from ..schedule.schedules import Schedule, parse_schedule
 from .describe import describe
 from .occurrences import Fire, Occurrence, Run, Window, next_fires, occurrences
 
@@ -44,7 +44,7 @@ class Summary:
     problem: str | None  # why the expression or zone cannot be read, if it cannot
     schedule: Schedule | None
     window: Window
-    lateness: Lateness | None  # while enabled: late since when (claimsched.deadlines)
+    lateness: Lateness | None  # while enabled: late since when (claimsched.schedule.deadlines)
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ def overview(views: Views) -> Overview:
 
 def summary(views: Views, job_name: str, deadline_seconds: int | None = None) -> Summary | None:
     """One schedule as the overview shows it (one statement), or None when there is none;
-    `deadline_seconds` replaces the schedule's default grace (claimsched.deadlines)."""
+    `deadline_seconds` replaces the schedule's default grace (claimsched.schedule.deadlines)."""
     rows = views.schedules(job_name)
     return _summary(rows[0], deadline_seconds) if rows else None
 

@@ -8,7 +8,7 @@ Classes, one colour each on the pages:
 * waiting: a run that wants an owner (pending manual or backfill, or orphaned right now);
 * due, late, missed: an expected occurrence with no run, inside its grace, past it, or too old
   to be claimed now (older than the catch-up window plus a lease, as the operator counts it;
-  every one, once the schedule is off): claimsched.deadlines decides which.
+  every one, once the schedule is off): claimsched.schedule.deadlines decides which.
 
 Expected occurrences start after `active_since` (what came before never runs) and, for a
 schedule that is off, end at its last change. A run of any kind at the same fire time covers
@@ -27,8 +27,8 @@ from datetime import date, datetime, time, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from ..deadlines import unrun
-from ..schedules import Schedule
+from ..schedule.deadlines import unrun
+from ..schedule.schedules import Schedule
 
 Class = Literal["done", "failed", "skipped", "running", "waiting", "missed", "late", "due"]
 CLASSES: tuple[Class, ...] = (

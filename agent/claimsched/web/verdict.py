@@ -3,7 +3,7 @@
 
 The verdict is on the job's occurrences:
 
-* late: an occurrence past its grace has no run, nor any later one (claimsched.deadlines);
+* late: an occurrence past its grace has no run, nor any later one (claimsched.schedule.deadlines);
   missed instead when that occurrence is settled already (no agent claims it any more);
 * otherwise the last due occurrence's (the newest expected or scheduled one at or before now;
   manual runs are not occurrences of the schedule): done, running, skipped (a policy chose not to
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from ..deadlines import Lateness
+from ..schedule.deadlines import Lateness
 from .model import Summary
 from .occurrences import Occurrence
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from ...agent import Agent
 from ...errors import LeaseLost
-from ...runs import Run
-from ...specs import JobSpec, job_spec
+from ...run.runs import Run
+from ...schedule.specs import JobSpec, job_spec
 
 REPORT = "customer-report"
 SETTLE = "settle-invoices"

@@ -30,7 +30,7 @@ from rich.live import Live
 
 from ...db import Store, checked_schema, compose, redact_dsn
 from ...errors import ConfigurationError
-from ...schedules import Schedule
+from ...schedule.schedules import Schedule
 from ..postgres import TemporaryPostgres
 from . import app, view
 from .fleet import Fleet

@@ -7,7 +7,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from ...schedules import Schedule
+from ...schedule.schedules import Schedule
 from . import app
 from .observations import Effects, Observations
 
