@@ -284,13 +284,8 @@ def publish(
     observed = runtime.catalog.observation(entry) if entry is not None else None
     if entry is None or entry.spec is None or observed is None:
         return
-    fresh = observed.status.dump()
-    old_missed = (status.get("missedRuns") or {}).get("lastMissedTime")
-    if fresh["missedRuns"]["total"] and "lastMissedTime" not in fresh["missedRuns"] \
-            and old_missed:
-        fresh["missedRuns"]["lastMissedTime"] = old_missed
     found = Writer(runtime.written, owner, status, meta.get("generation"), patch)
-    found.observed(status, fresh)
+    found.observed(observed.status)
     agents_before = found.status_of(AGENTS_AVAILABLE)
     live = observed.status.live_agents
     wanted = [condition(AGENTS_AVAILABLE, live > 0, "AgentsAvailable" if live else "NoLiveAgent",

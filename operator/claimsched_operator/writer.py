@@ -14,7 +14,7 @@ from typing import Any
 import kopf
 
 from . import conditions
-from .models import ConditionStatus
+from .models import ConditionStatus, ObservedStatus
 
 Wanted = tuple[str, ConditionStatus, str, str]
 
@@ -84,6 +84,7 @@ class Writer:
                  generation: int | None, patch: kopf.Patch) -> None:
         self._written = written
         self._owner = owner
+        self._status = status
         self._on_body: Sequence[Mapping[str, Any]] | None = status.get("conditions")
         self._generation = generation
         self._patch = patch
@@ -105,8 +106,15 @@ class Writer:
             raise KeyError(f"status.{key} is not a key handlers write")
         self._patch.status[key] = value
 
-    def observed(self, status: Mapping[str, Any], fresh: Mapping[str, Any]) -> None:
-        """Copy the OBSERVED_KEYS of `fresh` that differ from `status` (None removes one)."""
+    def observed(self, observed: ObservedStatus) -> None:
+        """Set the OBSERVED_KEYS to what a status refresh observed, patching those that differ
+        from the body (None removes one). A lastMissedTime the body shows is kept while runs are
+        still counted missed and the refresh no longer sees when the last one was."""
+        fresh = observed.dump()
+        missed = fresh["missedRuns"]
+        kept = (self._status.get("missedRuns") or {}).get("lastMissedTime")
+        if missed["total"] and "lastMissedTime" not in missed and kept:
+            missed["lastMissedTime"] = kept
         for key in OBSERVED_KEYS:
-            if status.get(key) != fresh.get(key):
+            if self._status.get(key) != fresh.get(key):
                 self._patch.status[key] = fresh.get(key)

@@ -12,6 +12,7 @@ import pytest
 
 from claimsched_operator import writer
 from claimsched_operator.conditions import condition, status_of
+from claimsched_operator.models import FailedRuns, MissedRuns, ObservedStatus, OrphanedRuns
 from claimsched_operator.writer import Writer, Written
 
 OWNER = "default/nightly"
@@ -60,3 +61,17 @@ def test_only_the_writer_touches_a_resource_s_status() -> None:
     writing = sorted(p.name for p in package.glob("*.py")
                      if re.search(r"patch\.status\[", p.read_text()))
     assert writing == ["writer.py"]
+
+
+def test_the_observed_keys_patch_only_what_changed_and_keep_the_last_missed_time() -> None:
+    observed = ObservedStatus(orphaned_runs=OrphanedRuns(current=0, last24h=0),
+                              failed_runs=FailedRuns(last24h=0),
+                              missed_runs=MissedRuns(last24h=0, total=2), live_agents=1)
+    shown = {"liveAgents": 1, "orphanedRuns": {"current": 0, "last24h": 0},
+             "missedRuns": {"last24h": 0, "total": 2, "lastMissedTime": "2026-01-01T00:00:00Z"},
+             "nextFireTime": "2026-01-02T00:00:00Z"}
+    patch = kopf.Patch()
+    Writer(Written(), OWNER, shown, 1, patch).observed(observed)
+    assert dict(patch.status) == {"failedRuns": {"last24h": 0}, "nextFireTime": None,
+                                  "nextFireTimes": [], "activeRuns": 0, "late": False,
+                                  "consecutiveFailures": 0, "failing": False}
