@@ -22,10 +22,8 @@ Wanted = tuple[str, ConditionStatus, str, str]
 #: than a watch event takes to bring our own patch back, shorter than a peering pause.
 CONDITIONS_MEMORY_SECONDS = 30.0
 
-#: The keys the status timer copies from an observation (`Writer.observed`).
-OBSERVED_KEYS = ("nextFireTime", "nextFireTimes", "lastFireTime", "lastSuccessfulTime",
-                 "lastRun", "activeRuns", "orphanedRuns", "failedRuns", "missedRuns",
-                 "liveAgents", "late", "lateFireTime", "consecutiveFailures", "failing")
+#: The keys the status timer copies from an observation (`Writer.observed`): all of its fields.
+OBSERVED_KEYS = tuple(f.alias or name for name, f in ObservedStatus.model_fields.items())
 
 #: The keys handlers set (`Writer.put`); with OBSERVED_KEYS and conditions, every status key.
 HANDLER_KEYS = ("observedGeneration", "jobName", "resolvedSchedule", "database",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import kopf
 import pytest
+import yaml
 
 from claimsched_operator import writer
 from claimsched_operator.conditions import condition, status_of
@@ -66,7 +67,8 @@ def test_only_the_writer_touches_a_resource_s_status() -> None:
 def test_the_observed_keys_patch_only_what_changed_and_keep_the_last_missed_time() -> None:
     observed = ObservedStatus(orphaned_runs=OrphanedRuns(current=0, last24h=0),
                               failed_runs=FailedRuns(last24h=0),
-                              missed_runs=MissedRuns(last24h=0, total=2), live_agents=1)
+                              missed_runs=MissedRuns(last24h=0, total=2), live_agents=1,
+                              durability="asynchronous", tzdata_versions=["2025b"])
     shown = {"liveAgents": 1, "orphanedRuns": {"current": 0, "last24h": 0},
              "missedRuns": {"last24h": 0, "total": 2, "lastMissedTime": "2026-01-01T00:00:00Z"},
              "nextFireTime": "2026-01-02T00:00:00Z"}
@@ -74,4 +76,14 @@ def test_the_observed_keys_patch_only_what_changed_and_keep_the_last_missed_time
     Writer(Written(), OWNER, shown, 1, patch).observed(observed)
     assert dict(patch.status) == {"failedRuns": {"last24h": 0}, "nextFireTime": None,
                                   "nextFireTimes": [], "activeRuns": 0, "late": False,
-                                  "consecutiveFailures": 0, "failing": False}
+                                  "consecutiveFailures": 0, "failing": False,
+                                  "durability": "asynchronous", "tzdataVersions": ["2025b"]}
+
+
+def test_every_status_key_of_the_crd_has_its_writer() -> None:
+    crd = yaml.safe_load((Path(__file__).resolve().parents[2] / "crds" / "claimschedule.yaml")
+                         .read_text())
+    keys = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"][
+        "properties"]
+    written = [*writer.OBSERVED_KEYS, *writer.HANDLER_KEYS, "conditions"]
+    assert sorted(written) == sorted(keys)
