@@ -32,8 +32,8 @@ def test_a_function_file_runs_in_psql_and_keeps_the_search_path_it_was_made_with
         conn.execute("DROP FUNCTION claimsched.cs_api_callers(integer)")
     result = subprocess.run(
         [psql, "--no-psqlrc", "-v", "ON_ERROR_STOP=1", "--dbname", dsn,
-         "-c", "SET search_path = pg_catalog, claimsched, pg_temp",
-         "-f", str(FUNCTIONS / "cs_api_callers.sql")],
+         "-c", "SET search_path = claimsched, pg_catalog, pg_temp",
+         "-f", str(FUNCTIONS / "cs_api_callers.sql"), "-f", str(FUNCTIONS / "_paths.sql")],
         capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -42,3 +42,21 @@ def test_a_function_file_runs_in_psql_and_keeps_the_search_path_it_was_made_with
         ).fetchone() or (None,)
         assert config == ["search_path=pg_catalog, claimsched, pg_temp"]
         assert conn.execute("SELECT * FROM claimsched.cs_api_callers(2)").fetchall() == []
+
+
+def test_every_function_lives_in_claimscheds_schema_and_resolves_pg_catalog_first(
+        dsn: str) -> None:
+    """CREATE puts an unqualified function in the first schema of the search_path: none of
+    claimsched's may land in pg_catalog (where every schema of the database would share it)."""
+    names = [name.removesuffix(".sql") for name in
+             (path.name for path in FUNCTIONS.glob("*.sql")) if not name.startswith(("_", "index"))]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT p.proname, n.nspname, p.prosecdef, p.proconfig FROM pg_proc p"
+            " JOIN pg_namespace n ON n.oid = p.pronamespace WHERE p.proname = ANY(%s)",
+            [names]).fetchall()
+    assert {name for name, *_ in rows} == set(names)
+    assert {schema for _, schema, *_ in rows} == {"claimsched"}
+    for name, _, definer, config in rows:
+        if definer:
+            assert "search_path=pg_catalog, claimsched, pg_temp" in config, name

@@ -18,7 +18,7 @@ def test_index_lists_every_function_file_once() -> None:
     assert len(listed) == len(set(listed))
     on_disk = {path.name for path in (FOLDER / "functions").glob("*.sql")} - {"index.sql"}
     assert set(listed) == on_disk
-    assert listed[0] == "_begin.sql" and listed[-1] == "_end.sql"
+    assert listed[0] == "_begin.sql" and listed[-2:] == ["_paths.sql", "_end.sql"]
     assert "count_schedule_change.sql" in listed  # trigger functions too
 
 
@@ -34,7 +34,8 @@ def test_no_file_is_a_template_and_every_function_keeps_the_path_it_was_made_wit
     for path in [*FOLDER.glob("functions/*.sql"), FOLDER / "policies.sql"]:
         text = re.sub(r"--[^\n]*", "", path.read_text())
         assert not re.findall(r"\{[a-z_]*\}", text), path.name
-        assert "search_path = " not in text, path.name
+        if path.name != "_paths.sql":  # the one place that writes the path functions keep
+            assert "search_path = " not in text, path.name
     for name, text in function_files():
         if "SECURITY DEFINER" in text:
             assert "SET search_path FROM CURRENT" in text, name
@@ -50,8 +51,8 @@ def test_functions_are_created_after_the_functions_they_call() -> None:
 
 
 def test_the_upsert_writes_exactly_the_columns_of_a_jobspec() -> None:
-    """cs_upsert_schedule spells out JobSpec's columns (claimsched.schedule.specs.SPEC_COLUMNS): a field
-    added to JobSpec fails here until the function writes it too."""
+    """cs_upsert_schedule spells out JobSpec's columns (claimsched.schedule.specs.SPEC_COLUMNS):
+    a field added to JobSpec fails here until the function writes it too."""
     text = (FOLDER / "functions" / "cs_upsert_schedule.sql").read_text()
     for key in ("spec_columns", "spec_fields", "spec_upserted", "spec_current"):
         assert SPEC_LISTS[key].as_string(None) in text, key
@@ -61,7 +62,8 @@ def test_the_shared_predicates_are_written_once() -> None:
     """Whether an agent is alive (agent_alive.sql) and whether a run wants an owner
     (run_wants_owner.sql) are defined once; every statement calls them."""
     texts = {path.name: re.sub(r"--[^\n]*", "", path.read_text())
-             for path in FOLDER.rglob("*.sql") if "migrations" not in path.parts}
+             for path in FOLDER.rglob("*.sql")
+             if "migrations" not in path.parts and path.name != "schema.sql"}  # a snapshot
     for name, text in texts.items():
         if name != "agent_alive.sql":
             assert not re.search(r"\.?last_seen \+ make_interval", text), name

@@ -165,8 +165,9 @@ def refuse_dropping_called_apis(conn: psycopg.Connection[Any], dropped: set[int]
 def apply_functions(conn: psycopg.Connection[Any], schema: str) -> None:
     """(Re)create the functions agents and the operator write through (sql/functions/), then
     the row-level security that scopes readers (sql/policies.sql): code, not schema, so every
-    migrate applies the current ones. They run with the search_path each function keeps
-    (pg_catalog first, pg_temp last); the session's own is set back after."""
+    migrate applies the current ones. They run with claimsched's schema first in the search_path,
+    so that CREATE puts each function there (sql/functions/_paths.sql then gives each the path
+    it keeps: pg_catalog first); the session's own is set back after."""
     conn.execute("SELECT set_config('search_path', %s, true)", [function_path(conn, schema)])
     for _, text in function_files():
         conn.execute(text)
@@ -175,10 +176,9 @@ def apply_functions(conn: psycopg.Connection[Any], schema: str) -> None:
 
 
 def function_path(conn: psycopg.Connection[Any], schema: str) -> str:
-    """The search_path claimsched's functions keep (SET search_path FROM CURRENT): pg_catalog
-    first, so that no object of another schema stands in for a built-in one; pg_temp last, so
-    that no caller's temporary table or function stands in for claimsched's."""
-    return sql.SQL("pg_catalog, {}, pg_temp").format(sql.Identifier(schema)).as_string(conn)
+    """The search_path the function files run with: claimsched's schema first (where CREATE
+    puts an unqualified function), pg_temp last."""
+    return sql.SQL("{}, pg_catalog, pg_temp").format(sql.Identifier(schema)).as_string(conn)
 
 
 def _month_start(moment: datetime, months_ahead: int = 0) -> datetime:

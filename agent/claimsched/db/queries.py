@@ -75,7 +75,7 @@ def query(name: str) -> str | sql.Composed:
 def function_files() -> list[tuple[str, str]]:
     """(file name, SQL) of sql/functions/, in the order of its index.sql's `\\ir` lines (each
     function after those it calls). No file names the schema: run them with the search_path
-    `pg_catalog, <schema>, pg_temp` (migrations.apply_functions does)."""
+    `<schema>, pg_catalog, pg_temp` (migrations.apply_functions does)."""
     folder = resources.files("claimsched.db") / "sql" / "functions"
     names = [line.removeprefix("\\ir ").strip()
              for line in (folder / "index.sql").read_text("utf-8").splitlines()

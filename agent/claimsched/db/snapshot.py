@@ -7,7 +7,7 @@ Regenerate it after changing a migration or a function file::
 
 (`--dsn`: any database of a server where the caller may CREATE DATABASE; a throwaway one is
 created, migrated, dumped with the server's pg_dump and dropped.) tests/integration/
-test_schema_snapshot.py holds a fresh migrate equal to the committed file.
+test_sql_artefacts.py holds a fresh migrate equal to the committed file.
 """
 
 from __future__ import annotations

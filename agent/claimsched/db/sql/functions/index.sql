@@ -20,9 +20,10 @@
 -- One file per function (the helper and trigger functions the migrations first created
 -- too: the current definition is here, the migration stays as history), applied in the order of the \ir lines below (a function is created
 -- after those it calls). No file names claimsched's schema: it comes from the search_path of the
--- session that runs them, `pg_catalog, <schema>, pg_temp` (migrate sets it; by hand, in psql:
--- SET search_path = pg_catalog, claimsched, pg_temp; then \i index.sql), which each function
--- keeps as its own (SET search_path FROM CURRENT). The column lists of cs_upsert_schedule are
+-- session that runs them, `<schema>, pg_catalog, pg_temp` (migrate sets it; by hand, in psql:
+-- SET search_path = claimsched, pg_catalog, pg_temp; then \i index.sql), so that CREATE puts
+-- each function in claimsched's schema; each function keeps that path (SET search_path FROM
+-- CURRENT), and _paths.sql then puts pg_catalog first in it. The column lists of cs_upsert_schedule are
 -- JobSpec's (claimsched.specs.SPEC_COLUMNS; tests/unit/test_sql_files.py holds them equal).
 -- Parameters are p_<name> (plpgsql would confuse them with columns); `#variable_conflict
 -- use_column` lets the result columns share the names of the table columns they return.
@@ -92,4 +93,5 @@
 \ir cs_effect.sql
 \ir cs_declare_schedule.sql
 \ir cs_api_callers.sql
+\ir _paths.sql
 \ir _end.sql
