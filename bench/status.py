@@ -2,10 +2,10 @@
 
 10,000 operator-owned schedules (hourly, half-hourly and daily cron, `@every 1h`) active for
 `history_days`, a day of runs for each (some failed, orphaned, running, missing), three live
-agents. `claimsched_operator.status.refresh` runs against them as the operator's own role, so
-pg_stat_statements counts exactly its statements. The first refresh of a fresh operator (cold:
-its occurrence counters start empty) is timed apart from the later ones (warm), at two sizes to
-show whether the statement count stays constant.
+agents. `claimsched_operator.observations.refresh` runs against them as the operator's own
+role, so pg_stat_statements counts exactly its statements. The first refresh of a fresh operator
+(cold: its occurrence counters start empty) is timed apart from the later ones (warm), at two
+sizes to show whether the statement count stays constant.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def run(
     out: Path | None = None,
     name: str | None = None,
 ) -> Path:
-    from claimsched_operator import status
+    from claimsched_operator import observations
 
     name = name or f"d-{jobs}"
     sizes = sorted({max(1, jobs // 10), jobs})
@@ -73,17 +73,17 @@ def run(
         try:
             for size in sizes:
                 subset = dict(list(parsed.items())[:size])
-                counter, history = status.OccurrenceCounter(), status.SettledHistory()
+                counter, history = observations.OccurrenceCounter(), observations.SettledHistory()
                 before = db.statements(sql.OPERATOR_ROLE)
                 began = time.perf_counter()
-                observed = status.refresh(owned, subset, counter, 90, history=history)
+                observed = observations.refresh(owned, subset, counter, 90, history=history)
                 cold = time.perf_counter() - began
                 after_cold = db.statements(sql.OPERATOR_ROLE)
                 warm = []
                 for _ in range(refreshes):
                     began = time.perf_counter()
-                    observed = status.refresh(owned, subset, counter, 90, observed,
-                                                  history=history)
+                    observed = observations.refresh(owned, subset, counter, 90, observed,
+                                                        history=history)
                     warm.append(time.perf_counter() - began)
                 after = db.statements(sql.OPERATOR_ROLE)
                 cold_kinds = per_fire(after_cold.since(before), 1)

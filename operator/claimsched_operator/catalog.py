@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from claimsched.schedule.schedules import Schedule
 from claimsched.schedule.specs import JobSpec
 
-from . import conditions
-from .status import Alerting, Observation
-
-# How long the conditions this process wrote outrank those on the body it was handed: longer
-# than a watch event takes to bring our own patch back, shorter than a peering pause.
-CONDITIONS_MEMORY_SECONDS = 30.0
+from .observations import Alerting, Observation
 
 
 @dataclass(frozen=True)
@@ -40,7 +32,6 @@ class Catalog:
         self._entries: dict[str, Entry] = {}
         self._observed: dict[str, dict[str, Observation]] = {}
         self._generation: dict[str, int] = {}
-        self._conditions: dict[str, tuple[float, list[dict[str, Any]]]] = {}
 
     def put(self, entry: Entry) -> None:
         with self._lock:
@@ -49,41 +40,6 @@ class Catalog:
     def drop(self, owner: str) -> None:
         with self._lock:
             self._entries.pop(owner, None)
-            self._conditions.pop(owner, None)
-
-    def conditions(
-        self, owner: str, on_body: Sequence[Mapping[str, Any]] | None
-    ) -> Sequence[Mapping[str, Any]] | None:
-        """A resource's conditions: those this process wrote last, if recent, else the body's.
-
-        The reconcile handlers and the status timer both write the conditions list, and kopf
-        runs them concurrently; a merge patch replaces the whole list. The body a timer reads
-        lags behind the handler's patch until its watch event arrives, so merging onto the body
-        alone could undo a condition just set (a lost Synced, then a second Synced Event).
-        """
-        with self._lock:
-            return self._remembered(owner) or on_body
-
-    def merge_conditions(
-        self,
-        owner: str,
-        on_body: Sequence[Mapping[str, Any]] | None,
-        wanted: Iterable[tuple[str, Any, str, str]],
-        generation: int | None,
-    ) -> list[dict[str, Any]] | None:
-        """Apply `wanted` to the resource's conditions; the list to patch, or None if the body
-        already shows it."""
-        with self._lock:
-            base = self._remembered(owner) or on_body
-            merged = conditions.merged(base, wanted, generation)
-            self._conditions[owner] = (time.monotonic(), merged)
-        return None if merged == on_body else merged
-
-    def _remembered(self, owner: str) -> list[dict[str, Any]] | None:
-        found = self._conditions.get(owner)
-        if found is None or time.monotonic() - found[0] > CONDITIONS_MEMORY_SECONDS:
-            return None
-        return found[1]
 
     def get(self, owner: str) -> Entry | None:
         with self._lock:

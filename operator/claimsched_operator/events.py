@@ -11,7 +11,7 @@ import kopf
 
 from claimsched.schedule.deadlines import DEFAULT_GRACE
 
-from .status import Observation
+from .observations import Observation
 
 NORMAL, WARNING = "Normal", "Warning"
 

@@ -10,7 +10,7 @@ import kopf
 from .handlers import FINALIZER, RESOURCE, registry, release
 from .runtime import Memo
 
-LEGACY_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"  # kopf's default, used before 0.2.0
+LEGACY_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"  # kopf's default: 0.1.0's resources
 
 
 def _drop_legacy(body: kopf.RawBody) -> None:

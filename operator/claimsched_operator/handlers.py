@@ -1,9 +1,9 @@
 """kopf handlers: ClaimSchedule spec in, job_schedule row out; status and Events back.
 
 Module-level handlers in `registry` (main.py runs kopf with it), each given the typed memo
-(runtime.Memo) that main.py hands to kopf. Handlers return None: everything reaches the resource
-through `patch.status` (a returned value would land in `status.<handler id>`, which the CRD
-rejects)."""
+(runtime.Memo) that main.py hands to kopf. Handlers return None: everything reaches the resource's
+status through its one writer (writer.Writer; a returned value would land in
+`status.<handler id>`, which the CRD rejects)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,7 +23,7 @@ from claimsched.records import WriteOutcome
 from claimsched.schedule.specs import JobSpec, from_claimschedule
 
 from . import conditions, events, metrics, peering, triggers
-from .catalog import Catalog, Entry
+from .catalog import Entry
 from .conditions import AGENTS_AVAILABLE, PREVIOUS_RELEASED, READY, SYNCED, condition
 from .databases import (
     DEFAULT,
@@ -35,10 +34,11 @@ from .databases import (
     read_secret_dsn,
     secret_key,
 )
-from .models import ClaimScheduleSpec, ConditionStatus, DatabaseRef, rfc3339
+from .models import ClaimScheduleSpec, DatabaseRef, rfc3339
+from .observations import Alerting, Observation
 from .runtime import Memo, Runtime
-from .settings import RETRY_DELAY_SECONDS
-from .status import Alerting, Observation
+from .settings import RETRY_DELAY_SECONDS, status_interval_seconds
+from .writer import Wanted, Writer
 
 log = logging.getLogger("claimsched.operator.handlers")
 
@@ -46,12 +46,11 @@ RESOURCE = ("claimsched.io", "v1alpha1", "claimschedules")
 STORAGE_PREFIX = "operator.claimsched.io"
 FINALIZER = "claimsched.io/finalizer"  # finalizers.py adopts resources with kopf's default
 REPORTING_COMPONENT = "claimsched-operator"  # Events say `From: claimsched-operator`
-STATUS_FIELDS = ("nextFireTime", "nextFireTimes", "lastFireTime", "lastSuccessfulTime",
-                 "lastRun", "activeRuns", "orphanedRuns", "failedRuns", "missedRuns",
-                 "liveAgents", "late", "lateFireTime", "consecutiveFailures", "failing")
 
 registry = kopf.OperatorRegistry()
-Wanted = tuple[str, ConditionStatus, str, str]
+#: The status timers' interval, read as this module is imported: kopf takes a timer's interval
+#: when its decorator runs (CLAIMSCHED_OPERATOR_STATUS_INTERVAL_SECONDS).
+STATUS_INTERVAL_SECONDS = status_interval_seconds()
 
 
 class OwnerConflict(InvalidSpec):
@@ -77,30 +76,6 @@ REASONS: tuple[tuple[type[Exception], str], ...] = (
 
 def _reason(exc: Exception) -> str:
     return next((reason for kind, reason in REASONS if isinstance(exc, kind)), "InvalidSpec")
-
-
-@dataclass
-class Conditions:
-    """A resource's conditions, as one handler call finds and changes them."""
-
-    catalog: Catalog
-    owner: str
-    on_body: Sequence[Mapping[str, Any]] | None
-    generation: int | None
-    patch: kopf.Patch
-    before: Sequence[Mapping[str, Any]] | None = field(init=False)  # as the call began
-
-    def __post_init__(self) -> None:
-        self.before = self.catalog.conditions(self.owner, self.on_body)
-
-    def status_of(self, type_: str) -> str | None:
-        """A condition's status as the call began."""
-        return conditions.status_of(self.before, type_)
-
-    def set(self, *wanted: Wanted) -> None:
-        merged = self.catalog.merge_conditions(self.owner, self.on_body, wanted, self.generation)
-        if merged is not None:
-            self.patch.status["conditions"] = merged
 
 
 # -- the operator ------------------------------------------------------------------------------
@@ -168,9 +143,9 @@ async def sync(
     owner = f"{namespace}/{name}"
     job = str(spec.get("jobName") or name)
     generation = meta.get("generation")
-    found = Conditions(runtime.catalog, owner, status.get("conditions"), generation, patch)
-    patch.status["observedGeneration"] = generation
-    patch.status["jobName"] = job[:63]
+    found = Writer(runtime.written, owner, status, generation, patch)
+    found.put("observedGeneration", generation)
+    found.put("jobName", job[:63])
     try:
         parsed = ClaimScheduleSpec.model_validate(dict(spec))
         job_spec = from_claimschedule(dict(body), source="operator")
@@ -186,21 +161,21 @@ async def sync(
     except DatabaseError as exc:
         reason = "DatabaseUnreachable" if isinstance(exc, DatabaseUnreachable) \
             else "DatabaseUnavailable"
-        found.set(condition(SYNCED, False, reason, str(exc)),
-                  condition(READY, False, reason, str(exc)))
+        found.conditions(condition(SYNCED, False, reason, str(exc)),
+                         condition(READY, False, reason, str(exc)))
         raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY_SECONDS) from None
     schedule = job_spec.parsed
-    patch.status["resolvedSchedule"] = schedule.resolved
+    found.put("resolvedSchedule", schedule.resolved)
     alerting = Alerting(parsed.starting_deadline_seconds, parsed.failure_threshold,
                         parsed.recovery_threshold)
     entry = Entry(owner, job, database.name, job_spec, schedule, alerting,
                   status.get("failing") is True)
     runtime.catalog.put(entry)
-    patch.status["database"] = database.fingerprint
+    found.put("database", database.fingerprint)
     _moved(body, job, status, database.fingerprint, left, found)
     _synced(body, job_spec, synced.outcome, found, _late_since(runtime.catalog.observation(entry)))
     logger.info("job %s synced: %s", job, synced.outcome)
-    await triggers.request(database.owned, body, patch, job, logger)
+    await triggers.request(database.owned, body, found, job, logger)
 
 
 @kopf.on.delete(*RESOURCE, registry=registry)
@@ -241,6 +216,7 @@ async def release(spec: kopf.Spec, status: kopf.Status, namespace: str | None, n
     await _release_where_it_was(runtime, owner, status,
                                 database.fingerprint if database is not None else None, logger)
     runtime.catalog.drop(owner)
+    runtime.written.forget(owner)
 
 
 async def _release_where_it_was(runtime: Runtime, owner: str, status: kopf.Status,
@@ -270,13 +246,13 @@ async def _release_where_it_was(runtime: Runtime, owner: str, status: kopf.Statu
 
 
 def _moved(body: kopf.Body, job: str, status: kopf.Status, fingerprint: str, left: list[str],
-           found: Conditions) -> None:
+           found: Writer) -> None:
     """Status, condition and Event for the databases a row is still left in (none: released),
     once a row has moved (a resource that never moved gets no such condition)."""
     was = list(status.get("unreleasedDatabases") or ())
     moved = status.get("database") not in (None, fingerprint)
     if was != left:
-        found.patch.status["unreleasedDatabases"] = left or None
+        found.put("unreleasedDatabases", left or None)
     if left:
         message = (f"job {job}'s row in database {', '.join(left)} (where it was written "
                    "before) is not released and may still fire there: this operator has no DSN "
@@ -288,43 +264,35 @@ def _moved(body: kopf.Body, job: str, status: kopf.Status, fingerprint: str, lef
         if was != left or found.status_of(PREVIOUS_RELEASED) != "False":
             events.post(body, events.Event(events.WARNING, "PreviousDatabaseUnreachable",
                                            message))
-        found.set(condition(PREVIOUS_RELEASED, False, "PreviousDatabaseUnreachable", message))
+        found.conditions(
+            condition(PREVIOUS_RELEASED, False, "PreviousDatabaseUnreachable", message))
     elif was or moved:
-        found.set(condition(PREVIOUS_RELEASED, True, "Released",
-                            f"job {job}'s row is released in the databases it was in before"))
+        found.conditions(condition(PREVIOUS_RELEASED, True, "Released",
+                                   f"job {job}'s row is released in the databases it was in "
+                                   "before"))
 
 
+@kopf.timer(*RESOURCE, interval=STATUS_INTERVAL_SECONDS, registry=registry)
 def publish(
     *, body: kopf.Body, meta: kopf.Meta, status: kopf.Status, namespace: str | None, name: str,
     patch: kopf.Patch, memo: Memo, **_: Any,
 ) -> None:
-    """The status timer: patch what the last refresh observed, post Events on transitions.
-
-    Registered by `add_status_timer`: kopf takes a timer's interval when it is registered, and
-    this one is a setting (CLAIMSCHED_OPERATOR_STATUS_INTERVAL_SECONDS)."""
+    """The status timer: patch what the last refresh observed, post Events on transitions."""
     runtime = memo.runtime
     owner = f"{namespace}/{name}"
     entry = runtime.catalog.get(owner)
     observed = runtime.catalog.observation(entry) if entry is not None else None
     if entry is None or entry.spec is None or observed is None:
         return
-    fresh = observed.status.dump()
-    old_missed = (status.get("missedRuns") or {}).get("lastMissedTime")
-    if fresh["missedRuns"]["total"] and "lastMissedTime" not in fresh["missedRuns"] \
-            and old_missed:
-        fresh["missedRuns"]["lastMissedTime"] = old_missed
-    for key in STATUS_FIELDS:
-        if status.get(key) != fresh.get(key):
-            patch.status[key] = fresh.get(key)  # None removes it
-    found = Conditions(runtime.catalog, owner, status.get("conditions"), meta.get("generation"),
-                       patch)
+    found = Writer(runtime.written, owner, status, meta.get("generation"), patch)
+    found.observed(observed.status)
     agents_before = found.status_of(AGENTS_AVAILABLE)
     live = observed.status.live_agents
     wanted = [condition(AGENTS_AVAILABLE, live > 0, "AgentsAvailable" if live else "NoLiveAgent",
                         f"{live} live agent(s) handle job {entry.job_name}")]
     if found.status_of(SYNCED) == "True":
         wanted.append(_ready(entry.spec, live > 0, datetime.now(UTC), _late_since(observed)))
-    found.set(*wanted)
+    found.conditions(*wanted)
     for event in events.transitions(entry.job_name, status, observed, memo.observed,
                                     None if agents_before is None else agents_before == "True"):
         events.post(body, event)
@@ -336,12 +304,12 @@ def publish(
 SECRET_REASONS = ("InvalidDatabaseRef", "DatabaseUnreachable")
 
 
+@kopf.timer(*RESOURCE, interval=STATUS_INTERVAL_SECONDS, registry=registry)
 async def rotate(*, spec: kopf.Spec, status: kopf.Status, namespace: str | None, name: str,
                  memo: Memo, logger: kopf.Logger, **kwargs: Any) -> None:
     """The databaseRef timer: sync again when a database the row was left in is known now (see
     `_release_where_it_was`), or when the resource's Secret holds another DSN than the one in
-    use (a rotated DSN, a Secret created or fixed since), without a change to the resource.
-    Registered by `add_status_timer`, at the status interval."""
+    use (a rotated DSN, a Secret created or fixed since), without a change to the resource."""
     runtime = memo.runtime
     if any(runtime.databases.reaches(str(f)) for f in status.get("unreleasedDatabases") or ()):
         logger.debug("a database its row was left in is known now: syncing again")
@@ -350,7 +318,7 @@ async def rotate(*, spec: kopf.Spec, status: kopf.Status, namespace: str | None,
         return
     if not spec.get("databaseRef") or not namespace or not runtime.config.database_refs:
         return
-    found = runtime.catalog.conditions(f"{namespace}/{name}", status.get("conditions"))
+    found = runtime.written.conditions(f"{namespace}/{name}", status.get("conditions"))
     ready = next((c for c in found or () if c.get("type") == READY), {})
     if conditions.status_of(found, SYNCED) != "True" and ready.get("reason") not in SECRET_REASONS:
         return
@@ -363,13 +331,6 @@ async def rotate(*, spec: kopf.Spec, status: kopf.Status, namespace: str | None,
         logger.info("Secret %s/%s changed: syncing again", namespace, ref.name)
         await sync(spec=spec, status=status, namespace=namespace, name=name, memo=memo,
                    logger=logger, **kwargs)
-
-
-def add_status_timer(interval: float) -> None:
-    """Register `publish` and `rotate` to run every `interval` seconds for each
-    ClaimSchedule."""
-    kopf.timer(*RESOURCE, interval=interval, registry=registry)(publish)
-    kopf.timer(*RESOURCE, interval=interval, registry=registry)(rotate)
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -405,7 +366,7 @@ async def _open(runtime: Runtime, namespace: str | None, ref: DatabaseRef | None
     return await asyncio.to_thread(runtime.databases.get, DEFAULT)
 
 
-def _synced(body: kopf.Body, spec: JobSpec, outcome: WriteOutcome, found: Conditions,
+def _synced(body: kopf.Body, spec: JobSpec, outcome: WriteOutcome, found: Writer,
             late_since: str | None) -> None:
     """Conditions, metrics and an Event (when something changed) for a row written;
     `late_since`: what the last status refresh said (`_late_since`)."""
@@ -416,9 +377,9 @@ def _synced(body: kopf.Body, spec: JobSpec, outcome: WriteOutcome, found: Condit
                + (" (suspended)" if not spec.enabled else "")
                + (f" (suspended until {rfc3339(spec.suspend_until)})"
                   if spec.enabled and spec.suspend_until else ""))
-    found.set(condition(SYNCED, True, "Synced", message),
-              _ready(spec, found.status_of(AGENTS_AVAILABLE) != "False", datetime.now(UTC),
-                     late_since))
+    found.conditions(condition(SYNCED, True, "Synced", message),
+                     _ready(spec, found.status_of(AGENTS_AVAILABLE) != "False",
+                            datetime.now(UTC), late_since))
     if outcome != "unchanged" or found.status_of(SYNCED) != "True":
         events.post(body, events.Event(events.NORMAL, "Synced", f"{message}: row {outcome}"))
 
@@ -449,15 +410,15 @@ def _late_since(observed: Observation | None) -> str | None:
 
 
 def _invalid(runtime: Runtime, body: kopf.Body, owner: str, job: str, exc: Exception,
-             found: Conditions) -> None:
+             found: Writer) -> None:
     reason = _reason(exc)
     message = " ".join(str(exc).split())
     was = [(c.get("reason"), c.get("message")) for c in found.before or ()
            if c.get("type") == READY]
-    found.set(condition(SYNCED, False, "Conflict" if reason == "Conflict" else "InvalidSpec",
-                        message),
-              condition(READY, False, reason, message))
-    found.patch.status["resolvedSchedule"] = None
+    found.conditions(
+        condition(SYNCED, False, "Conflict" if reason == "Conflict" else "InvalidSpec", message),
+        condition(READY, False, reason, message))
+    found.put("resolvedSchedule", None)
     runtime.catalog.put(Entry(owner, job, DEFAULT, None))
     metrics.INVALID_SPECS.labels(reason).inc()
     if was != [(reason, message)]:

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 # The occurrences with a run in ``(start, end]``: (start, end, how many, the newest). A plain
-# tuple: one per job per refresh, built at a third of a dataclass's cost.
+# tuple: one per job per refresh, cheaper to build than a dataclass.
 Settled = tuple[datetime, datetime, int, datetime | None]
 
 

@@ -10,7 +10,7 @@ import sys
 import kopf
 
 from . import finalizers  # noqa: F401  (registers its handler)
-from .handlers import add_status_timer, registry
+from .handlers import registry
 from .runtime import Memo, Runtime
 from .settings import OperatorSettings
 
@@ -66,7 +66,6 @@ def main(argv: list[str] | None = None) -> None:
         if problem:
             sys.exit(f"claimsched-operator: error: port {port} ({setting}) cannot be used: "
                      f"{problem}; set {setting} to a free port (0: off)")
-    add_status_timer(config.status_interval_seconds)
     namespaces = config.namespace_list
     kopf.run(
         registry=registry,

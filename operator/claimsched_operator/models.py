@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from claimsched.schedule.deadlines import DEFAULT_GRACE
+from claimsched.schedule.specs import ALERT_BOUNDS
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 
@@ -33,6 +34,11 @@ class DatabaseRef(_Camel):
     key: str = Field("dsn", description="Key in the Secret's data that holds the DSN.")
 
 
+_DEADLINE = ALERT_BOUNDS["startingDeadlineSeconds"]
+_FAILURES = ALERT_BOUNDS["failureThreshold"]
+_RECOVERIES = ALERT_BOUNDS["recoveryThreshold"]
+
+
 class ClaimScheduleSpec(_Camel):
     """The spec fields the operator itself interprets (the rest goes to `from_claimschedule`)."""
 
@@ -42,14 +48,17 @@ class ClaimScheduleSpec(_Camel):
     suspend: bool = Field(False, description="No new occurrences while true.")
     database_ref: DatabaseRef | None = Field(None, alias="databaseRef", description="DSN Secret.")
     starting_deadline_seconds: int | None = Field(
-        None, alias="startingDeadlineSeconds", ge=1, le=2678400,
+        None, alias="startingDeadlineSeconds",
+        ge=_DEADLINE[0], le=_DEADLINE[1],
         description="Seconds after its fire time an occurrence may start before it is Late "
                     f"(unset: {DEFAULT_GRACE}).")
     failure_threshold: int = Field(
-        3, alias="failureThreshold", ge=1, le=100,
+        3, alias="failureThreshold",
+        ge=_FAILURES[0], le=_FAILURES[1],
         description="Consecutive failed runs that make the schedule failing.")
     recovery_threshold: int = Field(
-        1, alias="recoveryThreshold", ge=1, le=100,
+        1, alias="recoveryThreshold",
+        ge=_RECOVERIES[0], le=_RECOVERIES[1],
         description="Consecutive successful runs that clear failing.")
 
 

@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 
 from claimsched.errors import ClaimschedError
 
-from . import metrics, status
+from . import metrics, observations
 from .catalog import Catalog, Entry
 from .databases import DEFAULT, Databases
 from .health import HealthServer
 from .history import SettledHistory
 from .kubeapi import KubeApi
 from .settings import OperatorSettings
+from .writer import Written
 
 log = logging.getLogger("claimsched.operator")
 
@@ -29,7 +30,8 @@ class Runtime:
     databases: Databases
     kube: KubeApi
     catalog: Catalog = field(default_factory=Catalog)
-    counter: status.OccurrenceCounter = field(default_factory=status.OccurrenceCounter)
+    written: Written = field(default_factory=Written)
+    counter: observations.OccurrenceCounter = field(default_factory=observations.OccurrenceCounter)
     histories: dict[str, SettledHistory] = field(default_factory=dict)  # by database
     series: metrics.ScheduleSeries = field(default_factory=metrics.ScheduleSeries)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -57,7 +59,7 @@ class Runtime:
             alerting = {e.job_name: (e.alerting, e.failing_before) for e in entries}
             started = time.monotonic()
             try:
-                observed = status.refresh(
+                observed = observations.refresh(
                     database.owned, schedules, self.counter, self.config.retention_days,
                     previous, alerting, self.histories.setdefault(key, SettledHistory()),
                 )
@@ -130,7 +132,7 @@ class Memo:
     runtime is shared, and `observed` is per resource."""
 
     runtime: Runtime
-    observed: status.Observation | None = None  # what the status timer published last
+    observed: observations.Observation | None = None  # what the status timer published last
 
 
 def _series_key(entry: Entry) -> tuple[str, str, str]:
@@ -138,7 +140,7 @@ def _series_key(entry: Entry) -> tuple[str, str, str]:
     return namespace, name, entry.job_name
 
 
-def _numbers(observed: status.Observation) -> metrics.ScheduleNumbers:
+def _numbers(observed: observations.Observation) -> metrics.ScheduleNumbers:
     s = observed.status
     return metrics.ScheduleNumbers(
         missed_runs=s.missed_runs.last24h,

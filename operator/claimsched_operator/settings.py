@@ -140,3 +140,16 @@ class OperatorSettings(BaseSettings):
     @property
     def default_dsn(self) -> str | None:
         return self.dsn.get_secret_value() if self.dsn else None
+
+
+def status_interval_seconds() -> float:
+    """The status interval as the timers are registered (handlers.py, on import: before the
+    settings are read whole). An invalid value gives the default here; the operator's start
+    then reports it, as it reports any invalid setting."""
+    info = OperatorSettings.model_fields["status_interval_seconds"]
+    default = float(info.default)
+    try:
+        value = float(os.environ.get(info.alias or "", default))
+    except ValueError:
+        return default
+    return value if value > 0 else default

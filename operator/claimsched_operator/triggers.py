@@ -28,6 +28,7 @@ from claimsched.errors import ClaimschedError
 from . import events
 from .models import rfc3339
 from .settings import RETRY_DELAY_SECONDS
+from .writer import Writer
 
 TRIGGER = "claimsched.io/trigger"
 LAST_TRIGGER_LENGTH = 253  # status.lastTrigger's maxLength
@@ -50,7 +51,7 @@ def handled(value: str, last_trigger: str | None) -> bool:
 
 
 async def request(
-    owned: OwnedSchedules, body: kopf.Body, patch: kopf.Patch, job: str, logger: kopf.Logger
+    owned: OwnedSchedules, body: kopf.Body, writer: Writer, job: str, logger: kopf.Logger
 ) -> None:
     """Turn a new claimsched.io/trigger value into exactly one manual run of `job`, and record
     the value in status.lastTrigger."""
@@ -63,7 +64,7 @@ async def request(
     except ClaimschedError as exc:
         raise kopf.TemporaryError(f"manual run of {job} not requested: {exc}",
                                   delay=RETRY_DELAY_SECONDS) from exc
-    patch.status["lastTrigger"] = recorded_value(wanted)
+    writer.put("lastTrigger", recorded_value(wanted))
     if fire_time is None:
         logger.info("trigger %r of job %s: its run was requested before (a retry, or another "
                     "operator); recording it", wanted, job)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from claimsched.db import OwnedSchedules, Store
 from claimsched.schedule.schedules import Schedule
-from claimsched_operator.status import OccurrenceCounter, refresh
+from claimsched_operator.observations import OccurrenceCounter, refresh
 
 from .support import sql
 

@@ -8,7 +8,7 @@ from typing import Any
 from claimsched.db import OwnedSchedules, Store
 from claimsched.schedule.schedules import Schedule
 from claimsched_operator.models import rfc3339
-from claimsched_operator.status import OccurrenceCounter, refresh
+from claimsched_operator.observations import OccurrenceCounter, refresh
 
 from .support import sql
 

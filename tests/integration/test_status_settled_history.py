@@ -14,7 +14,7 @@ from psycopg.sql import SQL
 from claimsched.db import OwnedSchedules, Store
 from claimsched.schedule.schedules import Schedule
 from claimsched_operator.history import SettledHistory
-from claimsched_operator.status import OccurrenceCounter, refresh
+from claimsched_operator.observations import OccurrenceCounter, refresh
 
 from .support import past
 from .support import sql as run_sql

@@ -57,12 +57,12 @@ def test_structural_check_catches_what_apiextensions_refuses() -> None:
     spec = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     spec["properties"]["loose"] = {"type": "object"}
     spec["properties"]["untyped"] = {"description": "no type"}
-    spec["properties"]["leaseSeconds"]["default"] = 1
+    spec["properties"]["leaseSeconds"]["default"] = 0
     spec["additionalProperties"] = False
     errors = "\n".join(Crd(doc).structural_errors())
     assert ".spec.loose: an object needs properties" in errors
     assert ".spec.untyped: type must not be empty" in errors
-    assert ".spec.leaseSeconds: the default is invalid: 1 is less than the minimum of 5" in errors
+    assert ".spec.leaseSeconds: the default is invalid: 0 is less than the minimum of 1" in errors
     assert ".spec: additionalProperties cannot be false" in errors
 
 
@@ -149,8 +149,8 @@ INVALID = {
     "heartbeat not below lease": (
         {"schedule": "@daily", "leaseSeconds": 60, "heartbeatSeconds": 30},
         "spec.heartbeatSeconds", "heartbeatSeconds must be at most a third of leaseSeconds"),
-    "lease too short": ({"schedule": "@daily", "leaseSeconds": 4, "heartbeatSeconds": 1},
-                        "spec.leaseSeconds", "4 is less than the minimum of 5"),
+    "lease too short": ({"schedule": "@daily", "leaseSeconds": 0, "heartbeatSeconds": 1},
+                        "spec.leaseSeconds", "0 is less than the minimum of 1"),
     "lease too long": ({"schedule": "@daily", "leaseSeconds": 86401},
                        "spec.leaseSeconds", "86401 is greater than the maximum of 86400"),
     "catch-up window over 31 days": ({"schedule": "@daily", "catchUpWindowSeconds": 2678401},

@@ -14,7 +14,7 @@ import pytest
 from claimsched.db import OwnedSchedules, Store
 from claimsched.schedule.schedules import Schedule
 from claimsched_operator.models import rfc3339
-from claimsched_operator.status import Alerting, Observation, OccurrenceCounter, refresh
+from claimsched_operator.observations import Alerting, Observation, OccurrenceCounter, refresh
 
 JOB = "nightly"
 EVERY = Schedule("@every 10s")

@@ -54,6 +54,7 @@ def test_created_schedule_is_synced_run_by_agents_and_reported(
         assert s["jobName"] == "tick" and s["observedGeneration"] == 1
         assert len(s["nextFireTimes"]) == 5 and s["nextFireTime"] == s["nextFireTimes"][0]
         assert s["liveAgents"] == 1
+        assert s["durability"] == "standalone" and len(s["tzdataVersions"]) == 1
         ready = wait_for(lambda: (c := condition(api, "tick", "Ready")) and
                          c["status"] == "True" and c, "Ready=True", log=operator.log)
         assert ready["reason"] == "Ready"

@@ -12,7 +12,7 @@ import psycopg_pool
 
 from claimsched.db import OwnedSchedules, Store
 from claimsched.schedule.schedules import Schedule
-from claimsched_operator.status import OccurrenceCounter, refresh
+from claimsched_operator.observations import OccurrenceCounter, refresh
 
 SENT: list[str] = []
 

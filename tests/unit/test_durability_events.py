@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from claimsched.schedule.schedules import Schedule
 from claimsched_operator.events import transitions
-from claimsched_operator.status import OccurrenceCounter, observe
+from claimsched_operator.observations import OccurrenceCounter, observe
 from tests.unit.test_status_cache import row
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)

@@ -11,7 +11,7 @@ import pytest
 
 from claimsched.schedule.schedules import Schedule
 from claimsched_operator.models import MissedRuns, rfc3339
-from claimsched_operator.status import NEXT_FIRE_TIMES, OccurrenceCounter, observe
+from claimsched_operator.observations import NEXT_FIRE_TIMES, OccurrenceCounter, observe
 
 START = datetime(2024, 3, 30, 22, 7, 13, tzinfo=UTC)  # across the Berlin gap of 2024-03-31
 STEPS = [timedelta(seconds=s) for s in (1, 29, 300, 1799, 3600, 7, 86_400, 5400)]

@@ -31,6 +31,20 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "catch_up_policy": get_args(CatchUpPolicy),
     "source": get_args(Source),
 }
+#: The ClaimSchedule's alert settings (read by the operator, not stored): (least, most), by the
+#: CRD's names. The operator's models and the CRD take these (tests walk each against them).
+ALERT_BOUNDS: dict[str, tuple[int, int]] = {
+    "startingDeadlineSeconds": (1, 2678400),
+    "failureThreshold": (1, 100),
+    "recoveryThreshold": (1, 100),
+}
+
+
+def heartbeat_fits(heartbeat_seconds: int, lease_seconds: int) -> bool:
+    """A heartbeat at most a third of the lease, so that a lease survives two missed heartbeats;
+    a lease under 3 s takes the shortest heartbeat (1 s). The CRD's CEL rule and the SQL CHECK
+    say the same."""
+    return heartbeat_seconds * 3 <= max(lease_seconds, 3)
 
 
 def _name_problem(name: object) -> str:
@@ -78,7 +92,7 @@ class JobSpec:
         problems = self._problems()
         if problems:
             raise InvalidSpec("; ".join(problems))
-        if self.heartbeat_seconds * 3 > max(self.lease_seconds, 3):
+        if not heartbeat_fits(self.heartbeat_seconds, self.lease_seconds):
             raise InvalidSpec(
                 f"heartbeat_seconds ({self.heartbeat_seconds}) must be at most a third of "
                 f"lease_seconds ({self.lease_seconds})"
@@ -177,7 +191,8 @@ def job_spec(**fields: Any) -> JobSpec:
     return JobSpec(**fields)
 
 
-_CRD_FIELDS = {
+#: The ClaimSchedule's spec fields that are JobSpec fields: CRD name -> field name.
+CRD_FIELDS = {
     "schedule": "schedule",
     "timeZone": "time_zone",
     "concurrencyPolicy": "concurrency_policy",
@@ -189,9 +204,10 @@ _CRD_FIELDS = {
     "retryOnFailure": "retry_on_failure",
     "maxRuntimeSeconds": "max_runtime_seconds",
 }
-# Read by the operator, not stored in job_schedule: where the row lives, and when to alert.
-_CRD_ONLY = {"jobName", "suspend", "suspendUntil", "suspendReason", "databaseRef",
-             "startingDeadlineSeconds", "failureThreshold", "recoveryThreshold"}
+#: The ClaimSchedule's other spec fields, read by the operator (not stored as such in
+#: job_schedule): the job's name, its suspension, where the row lives, and when to alert.
+CRD_ONLY = frozenset({"jobName", "suspend", "suspendUntil", "suspendReason", "databaseRef",
+                      *ALERT_BOUNDS})
 
 
 def from_claimschedule(doc: Any, *, source: Source = "operator") -> JobSpec:
@@ -204,14 +220,14 @@ def from_claimschedule(doc: Any, *, source: Source = "operator") -> JobSpec:
     spec = doc.get("spec")
     if not isinstance(metadata, dict) or not isinstance(spec, dict):
         raise InvalidSpec("a ClaimSchedule needs metadata and spec mappings")
-    unknown = sorted(set(spec) - set(_CRD_FIELDS) - _CRD_ONLY)
+    unknown = sorted(set(spec) - set(CRD_FIELDS) - CRD_ONLY)
     if unknown:
         raise InvalidSpec(f"unknown field(s) in spec: {', '.join(unknown)}")
     name = spec.get("jobName") or metadata.get("name")
     if not name:
         raise InvalidSpec("a ClaimSchedule needs metadata.name or spec.jobName")
     namespace = metadata.get("namespace") or "default"
-    fields = {ours: spec[theirs] for theirs, ours in _CRD_FIELDS.items() if theirs in spec}
+    fields = {ours: spec[theirs] for theirs, ours in CRD_FIELDS.items() if theirs in spec}
     suspend = spec.get("suspend", False)
     until = _suspend_until(spec.get("suspendUntil"))
     if until is not None and suspend is not True:

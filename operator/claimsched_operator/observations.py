@@ -253,7 +253,7 @@ def observe(
 
 # A status's counter parts are frozen, and most jobs' are equal (no orphans, a few failed or
 # missed runs): each is built and validated once and shared, which also spares the collector
-# ~6 objects per job to walk after a first refresh.
+# objects to walk after a first refresh.
 @lru_cache(maxsize=4096)
 def _orphaned(current: int, last24h: int) -> OrphanedRuns:
     return OrphanedRuns(current=current, last24h=last24h)
@@ -340,11 +340,11 @@ def refresh(
 def _collection_paused() -> Iterator[None]:
     """No cyclic garbage collection while a refresh builds its rows and observations: they
     hold no cycles, yet the collector, counting their allocations, would otherwise walk every
-    object of the operator again and again (half the CPU of a first refresh of 10,000 jobs).
-    Reference counting still frees what dies. When the refresh kept many objects (a first
-    one: ~11 per job), they go straight to the oldest generation, where they belong: they live
-    until the next refresh or for good, and the young collection that would otherwise walk
-    them once (1.3 s of a first refresh of 100,000 jobs) finds nothing to free. Cyclic garbage
+    object of the operator again and again. Reference counting still frees what dies. When
+    the refresh kept many objects (a first one: several per job), they go straight to the
+    oldest generation, where they belong: they live until the next refresh or for good, and
+    the young collection that would otherwise walk them once finds nothing to free (bench/
+    README.md, scenario d, has the figures). Cyclic garbage
     of other threads promoted with them waits for the next full collection, which is why a
     refresh that kept few (most: unchanged jobs keep their observation) promotes nothing."""
     paused = gc.isenabled()
