@@ -386,7 +386,8 @@ def _synced(body: kopf.Body, spec: JobSpec, outcome: WriteOutcome, found: Writer
 
 def _ready(spec: JobSpec, agents: bool, now: datetime, late_since: str | None) -> Wanted:
     """Ready: suspended (True), else False while no live agent handles the job or it is late
-    (claimsched.deadlines; `late_since`: the oldest occurrence without a run), else True."""
+    (claimsched.schedule.deadlines; `late_since`: the oldest occurrence without a run), else
+    True."""
     job = spec.job_name
     if spec.suspended_at(now):
         until = f" until {rfc3339(spec.suspend_until)}" if spec.enabled and spec.suspend_until \

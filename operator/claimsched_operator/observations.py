@@ -30,7 +30,8 @@ PROMOTED_AFTER = 50_000
 @dataclass(frozen=True)
 class Alerting:
     """A ClaimSchedule's alert settings: spec.startingDeadlineSeconds (None: the schedule's
-    default grace, claimsched.deadlines), spec.failureThreshold and spec.recoveryThreshold."""
+    default grace, claimsched.schedule.deadlines), spec.failureThreshold and
+    spec.recoveryThreshold."""
 
     starting_deadline_seconds: int | None = None
     failure_threshold: int = 3
@@ -281,8 +282,8 @@ _status_values = itemgetter(*_STATUS_COLUMNS)
 
 
 def _late(row: Mapping[str, Any], schedule: Schedule, deadline: int | None) -> Lateness | None:
-    """Whether the job is late (claimsched.deadlines): an occurrence past its grace (`deadline`
-    seconds, or the schedule's default) has no run, nor any later one. Occurrences before the
+    """Whether the job is late (claimsched.schedule.deadlines): an occurrence past its grace
+    (`deadline` seconds, or the schedule's default) has no run, nor any later one. Occurrences before the
     schedule became active, or while it was suspended, are never late."""
     if not row["enabled"]:
         return None
