@@ -283,8 +283,8 @@ _status_values = itemgetter(*_STATUS_COLUMNS)
 
 def _late(row: Mapping[str, Any], schedule: Schedule, deadline: int | None) -> Lateness | None:
     """Whether the job is late (claimsched.schedule.deadlines): an occurrence past its grace
-    (`deadline` seconds, or the schedule's default) has no run, nor any later one. Occurrences before the
-    schedule became active, or while it was suspended, are never late."""
+    (`deadline` seconds, or the schedule's default) has no run, nor any later one. Occurrences
+    before the schedule became active, or while it was suspended, are never late."""
     if not row["enabled"]:
         return None
     since, until = row["active_since"], row["suspend_until"]
