@@ -7,8 +7,10 @@ left behind, over what the database holds at the end.
   attempt was finished by a later one: its run ended done, or failed for its own error or with
   its attempts exhausted (being fenced out is never the job's failure).
 - A replica paused while it held a reclaimed run: the paused attempt was superseded as
-  orphaned or fenced out, or it is its run's last attempt and finished it (done late, or failed
-  for good).
+  orphaned or fenced out, or as failed for its handler's own error (a real outcome that came
+  after its lease while nobody had taken over, then retried: a database that was away when the
+  handler woke), or it is its run's last attempt and finished it (done late, or failed for
+  good). Failed because it lost its lease is never right.
 - A replica killed while it worked a backfilled run: the killed attempt was superseded as
   orphaned, or its run's last attempt (failed for good when attempts ran out; done when its
   completion committed as the kill came).
@@ -91,7 +93,9 @@ class RecoveryChecks:
     ) -> list[str]:
         kept = {(a[0], a[1], a[2]): (a[4], a[5]) for a in attempts}
         self.history(kept, superseded)
-        self.paused(kept, log.paused)
+        errors = {(job, fire, number): error or ""
+                  for job, fire, number, _, status, error in superseded if status == "failed"}
+        self.paused(kept, errors, log.paused)
         self.killed(kept, log.killed)
         self.skip_reasons()
         for low, high in log.fleet_down:
@@ -132,17 +136,22 @@ class RecoveryChecks:
         exhausted = attempt >= self.max_attempts.get(row[1], attempt)
         return status == "failed" and (exhausted or not fenced_out(error))
 
-    # the paused attempt was superseded as orphaned or fenced out, or finished its run
+    # the paused attempt was superseded as orphaned, fenced out or failed for its own error, or
+    # finished its run
     def paused(self, kept: dict[tuple[str, datetime, int], tuple[str, str]],
-               paused: list[Taken]) -> None:
+               errors: dict[tuple[str, datetime, int], str], paused: list[Taken]) -> None:
         for job, fire, number, agent in paused:
             where = f"{job} @ {fire:%H:%M:%S} attempt {number}, paused on {agent},"
             got = kept.get((job, fire, number))
             row = self.by_key.get((job, fire))
+            error = errors.get((job, fire, number))
             if got is not None and got[1] in ("orphaned", "fenced_out") and got[0] == agent:
                 self.stats[f"paused_attempts_{got[1]}"] += 1
+            elif got == (agent, "failed") and error is not None and not fenced_out(error):
+                self.stats["paused_attempts_failed_for_their_own_error"] += 1
             elif got is not None:
-                self.found.append(f"{where} was superseded as {got[1]} of {got[0]}")
+                because = f" ({error})" if error else ""
+                self.found.append(f"{where} was superseded as {got[1]} of {got[0]}{because}")
             elif row is not None and row[4] == number and self._finished(row):
                 self.stats[f"paused_attempts_finished_{row[3]}"] += 1
             else:

@@ -24,7 +24,7 @@ import psycopg
 import pytest
 from bench.chaos.faults import FLEET
 from bench.chaos.recovery import FLEET_DOWN, KILL_BACKFILLER, PAUSE_RECLAIMER, work_seconds
-from bench.chaos.recovery_checks import FORBID_BUSY, RecoveryLog
+from bench.chaos.recovery_checks import FORBID_BUSY, RecoveryChecks, RecoveryLog
 from bench.chaos.storm import (
     FAILOVER,
     FAULT_KINDS,
@@ -129,6 +129,25 @@ def _lanes_are_sane(faults: list[Any], slots: list[str]) -> None:
     for instant in sorted({f.at for f in held}):
         now = [f for f in held if f.at <= instant < f.until]
         assert len(now) < len(slots) or [f.target for f in now] == [FLEET], instant
+
+
+@pytest.mark.parametrize(("error", "violation"), [
+    ("OperationalError: connection failed: Connection refused", False),
+    ("LeaseLost: the lease of j @ 08:04:32 attempt 3 is gone", True),
+    ("fenced out (claimed by r1, attempt 3): Abandoned: lease lost after 2.0s", True),
+])
+def test_a_paused_attempt_may_fail_for_its_own_error_but_never_for_its_lost_lease(
+        error: str, violation: bool) -> None:
+    """Seed 11 once paused a reclaimer whose handler woke to a database that was away: its
+    own error, recorded while nobody had taken over, then retried and done. Failed because it
+    lost its lease would be lost work."""
+    fire = datetime(2026, 12, 5, 8, 4, 32, tzinfo=UTC)
+    run = ("id", "j", fire, "done", 4, "r4", None, None, None)
+    checks = RecoveryChecks({"j": {}}, {"j": 5}, [run])
+    attempts = [("j", fire, 3, None, "r1", "failed")]
+    found = checks.run(attempts, [("j", fire, 3, "r1", "failed", error)],
+                       RecoveryLog(paused=[("j", fire, 3, "r1")]), [])
+    assert bool(found) is violation, found
 
 
 def test_the_recovery_faults_are_planned_as_their_checks_expect() -> None:
