@@ -149,8 +149,18 @@ def test_an_effect_joins_the_callers_transaction(store: Store) -> None:
         conn.commit()
         conn.execute("INSERT INTO public.sent VALUES ('x')")
         assert _effects(store, "a", lease).record("sent:x", conn=conn) is True
+        # the app's session is its own even inside: its search_path was never changed, while
+        # its commit waits as ours do (the test server runs with synchronous_commit off) and
+        # the server ends it if it idles past the lease (it holds the run's fencing token)
+        assert conn.execute("SHOW search_path").fetchone() == ('"$user", public',)
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
+        assert conn.execute(
+            "SELECT setting::int FROM pg_settings"
+            " WHERE name = 'idle_in_transaction_session_timeout'"
+        ).fetchone() == (int(lease.lease_seconds * 1000),)
         conn.rollback()
         assert conn.execute("SHOW search_path").fetchone() == ('"$user", public',)
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("off",)
     assert sql(store.dsn, "SELECT count(*) FROM job_effects") == [(0,)]
     with psycopg.connect(store.dsn) as conn:
         conn.execute("INSERT INTO public.sent VALUES ('x')")

@@ -311,13 +311,15 @@ def test_the_scan_accepts_the_projects_own_sql(code: str) -> None:
 
 def test_named_queries_take_parameters_only_as_placeholders() -> None:
     """The .sql files hold statements with %(name)s parameters; nothing else is substituted but
-    the spec column lists, which are composed of quoted identifiers (claimsched.db.queries)."""
+    the spec column lists, which are composed of quoted identifiers, and {schema}, claimsched's
+    schema as a quoted identifier (claimsched.db.queries)."""
     folder = REPO / "agent" / "claimsched" / "db" / "sql"
     files = [folder / "queries.sql", folder / "operator.sql", folder / "views.sql"]
     for path in files:
         text = re.sub(r"--[^\n]*|'[^']*'", "", path.read_text())  # comments, string literals
         fields = set(re.findall(r"\{[a-z_0-9]*\}", text))
-        assert fields <= {f"{{{name}}}" for name in SPEC_LISTS}, f"{path.name}: {fields}"
+        assert fields <= {f"{{{name}}}" for name in (*SPEC_LISTS, "schema")}, (
+            f"{path.name}: {fields}")
         for token in re.findall(r"%%|%\([a-z_]+\)s|%.", text):
             assert token == "%%" or token.startswith("%("), f"{path.name}: {token!r}"
 

@@ -64,9 +64,12 @@ def queries() -> dict[str, str]:
 
 
 @cache
-def query(name: str) -> str | sql.Composed:
-    """The named query, its spec column lists filled in where it has any."""
+def query(name: str, schema: str | None = None) -> str | sql.Composed:
+    """The named query, its spec column lists filled in where it has any, and `{schema}` with
+    claimsched's schema, quoted, for a statement on a connection whose search_path is not ours."""
     text = queries()[name]
+    if schema is not None:
+        return sql.SQL(text).format(schema=sql.Identifier(schema))
     if "{spec_" not in text:
         return text
     return sql.SQL(text).format(**SPEC_LISTS)

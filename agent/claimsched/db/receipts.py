@@ -8,12 +8,11 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pgerrors
-from psycopg import pq
 
 from ..conflicts import retry_conflicts
 from ..errors import DatabaseConflict
 from ..records import Lease
-from .connection import search_path, translated
+from .connection import translated
 from .queries import query
 
 Connect = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
@@ -35,7 +34,11 @@ def _bound_idle(conn: psycopg.Connection[Any], lease: Lease) -> None:
     """A receipt's transaction holds the run's fencing token until it ends: if its process
     freezes, the server ends the transaction after a lease, so a reclaim is never held up
     longer than a lost lease would hold it anyway (the receipt is then not written)."""
-    conn.execute(query("bound_idle_transaction"), {"ms": str(int(lease.lease_seconds * 1000))})
+    conn.execute(query("bound_idle_transaction"), {"ms": _lease_millis(lease)})
+
+
+def _lease_millis(lease: Lease) -> str:
+    return str(int(lease.lease_seconds * 1000))
 
 
 class Receipts:
@@ -76,21 +79,11 @@ class Receipts:
     def _in_transaction(
         self, conn: psycopg.Connection[Any], params: dict[str, Any], lease: Lease
     ) -> Any:
-        # The app's connection has its own search_path: point it at our schema for this
-        # statement only, and put it back whatever happens.
-        previous = conn.execute(query("search_path")).fetchone()[0]  # type: ignore[index]
-        conn.execute(
-            query("set_local_search_path"), {"search_path": search_path(conn, self._schema)}
-        )
-        _bound_idle(conn, lease)
-        # the app's commit makes the receipt durable: it waits as claimsched's own commits do
-        conn.execute(query("set_local_synchronous_commit"))
-        try:
-            return conn.execute(query("effect"), params).fetchone()
-        finally:
-            # An aborted transaction drops the SET LOCAL with its rollback.
-            if conn.info.transaction_status != pq.TransactionStatus.INERROR:
-                conn.execute(query("set_local_search_path"), {"search_path": previous})
+        # Two statements on the app's connection, and nothing of its session changed: the
+        # transaction's bounds (see _bound_idle; its commit waits as claimsched's own commits
+        # do), then the receipt, its function named with our schema.
+        conn.execute(query("app_transaction_settings"), {"ms": _lease_millis(lease)})
+        return conn.execute(query("effect_in_app_transaction", self._schema), params).fetchone()
 
     @staticmethod
     def _in_savepoint(conn: psycopg.Connection[Any], params: dict[str, Any]) -> Any:

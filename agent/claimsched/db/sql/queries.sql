@@ -22,10 +22,16 @@ SELECT set_config('search_path', %(search_path)s, %(local)s),
                        THEN 'on' ELSE current_setting('synchronous_commit') END,
                   %(local)s)
 
--- name: set_local_synchronous_commit
--- A receipt written in the app's transaction: that commit waits as ours do (at least `on`).
-SELECT set_config('synchronous_commit', 'on', true)
-WHERE current_setting('synchronous_commit') IN ('off', 'local', 'remote_write')
+-- name: app_transaction_settings
+-- A receipt written in the app's transaction: that commit waits as ours do (at least `on`),
+-- and the server ends the transaction if it stays idle longer than %(ms)s milliseconds (a
+-- lease): it holds the run's fencing token until it ends.
+SELECT set_config('synchronous_commit',
+                  CASE WHEN current_setting('synchronous_commit') IN ('off', 'local',
+                                                                     'remote_write')
+                       THEN 'on' ELSE current_setting('synchronous_commit') END,
+                  true),
+       set_config('idle_in_transaction_session_timeout', %(ms)s, true)
 
 -- name: database_identity
 -- Which database this is (system identifier, timeline) and how durable a commit is on it.
@@ -239,9 +245,12 @@ SELECT * FROM cs_agent_stopped_v2(%(agent_id)s)
 SELECT * FROM cs_effect_v2(%(run_id)s::bigint, %(fire_time)s, %(agent_id)s,
                            %(attempt)s::integer, %(lease_token)s::uuid, %(entity)s, %(job_name)s)
 
--- name: search_path
--- The session's search_path, to put back after a receipt written in the app's transaction.
-SELECT current_setting('search_path')
+-- name: effect_in_app_transaction
+-- The same, on the app's connection, whose search_path is its own: the function is named with
+-- claimsched's schema ({schema}), so nothing of the app's session is changed.
+SELECT * FROM {schema}.cs_effect_v2(%(run_id)s::bigint, %(fire_time)s, %(agent_id)s,
+                                    %(attempt)s::integer, %(lease_token)s::uuid, %(entity)s,
+                                    %(job_name)s)
 
 -- name: set_local_search_path
 -- Point unqualified names at claimsched's schema until the current transaction ends.
