@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from .chaos.storm import (
-    FAULT_KINDS,
     PARTITION,
     ChaosConfig,
+    default_kinds,
     replay_command,
     storm_arguments,
     storm_config,
@@ -110,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=48, help="handlers per replica")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    if args.kinds is None and not args.ha:  # every kind, partitions too
-        args.kinds = ",".join((*FAULT_KINDS, PARTITION))
+    if args.kinds is None:  # every kind the database allows, partitions too
+        args.kinds = ",".join(dict.fromkeys((*default_kinds(args.ha), PARTITION)))
     cfg = storm_config(args, settle_timeout=300.0, max_concurrency=args.concurrency,
                        pg_settings=(("max_connections", "800"),))
     folder = Path(tempfile.mkdtemp(prefix=f"claimsched-soak-wide-{args.seed}-"))

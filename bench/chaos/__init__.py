@@ -5,14 +5,18 @@ those about time in `timeline`, the rolling upgrade in `upgrade`).
 
 The chaos tests (tests/chaos) and the soak profile (bench/soak.py) both run it. Replay a storm:
 
-    python -m bench.chaos --seed 23 --replicas 5 --jobs 20 --duration 22
+    python -m bench.chaos --seed 31 --replicas 5 --jobs 20 --duration 22
     python -m bench.chaos --seed 3 --ha --replicas 3 --jobs 8 --duration 40
 
 With --ha the database is a Patroni cluster (bench/ha: etcd, two nodes, synchronous_mode_strict)
 that the agents reach by a DSN naming both nodes, and its faults are failovers: the leader
 SIGKILLed (Patroni, postmaster and children; the synchronous standby is promoted about 20 s
 later, the dead node rejoins) or switched over. A partition fault black-holes every connection
-of one replica for longer than every lease (bench/ha/blackhole.py), on either database.
+of one replica for longer than every lease (bench/ha/blackhole.py), on either database. The odd
+replicas (r1, r3, ...) reach the database through pgbouncer in transaction mode, one beside each
+node (bench/ha/pgbouncer.py), and a pooler fault kills every pgbouncer (each connection through
+it drops mid-transaction) and starts it again after up to 4 s, or pauses it (PAUSE: the
+transactions in flight finish, every new one waits) for up to 3 s longer than every lease.
 Synchronous and strict, a failover loses no acknowledged commit, so every invariant holds with
 no allowance. One harness tolerance only: a replica that refuses to start for want of a primary
 up to 30 s after a failover (10 s after a standalone outage) is restarted as a kubelet would, and

@@ -32,7 +32,7 @@ import psycopg
 
 from claimsched import Agent, Run
 
-DSN = os.environ["CLAIMSCHED_DSN"]
+DSN = os.environ["CLAIMSCHED_DSN"]  # through a pooler on some replicas: nothing prepared
 
 agent = Agent()
 
@@ -61,7 +61,7 @@ _trace_fd: int | None = None
 
 
 def _effect(run: Run, key: str) -> None:
-    with psycopg.connect(DSN) as conn:
+    with psycopg.connect(DSN, prepare_threshold=None) as conn:
         if run.effect(key, conn=conn):
             conn.execute(
                 "INSERT INTO public.ledger VALUES (%s, %s, %s, %s, %s)",
@@ -71,7 +71,7 @@ def _effect(run: Run, key: str) -> None:
 
 def _handler(spec: dict[str, Any]) -> Any:
     def handle(run: Run) -> None:
-        with psycopg.connect(DSN, autocommit=True) as conn:
+        with psycopg.connect(DSN, autocommit=True, prepare_threshold=None) as conn:
             conn.execute(
                 "INSERT INTO public.starts (job, fire_time, agent, attempt) "
                 "VALUES (%s, %s, %s, %s)",
@@ -155,7 +155,7 @@ def _chaos_once(
     (at least once: a block that dies before its receipt commits runs again); the ledger row is
     written inside the block and committed only after the block's receipt committed, so a block
     that dies leaves neither behind."""
-    with psycopg.connect(DSN, connect_timeout=3) as ledger:
+    with psycopg.connect(DSN, connect_timeout=3, prepare_threshold=None) as ledger:
         with run.once(key) as first:
             if first:
                 _work(run, seconds)
@@ -189,7 +189,8 @@ def _chaos_handler(spec: dict[str, Any]) -> Any:
 
 
 def _chaos_steps(run: Run, spec: dict[str, Any], period: int) -> None:
-    with psycopg.connect(DSN, autocommit=True, connect_timeout=3) as conn:
+    with psycopg.connect(DSN, autocommit=True, connect_timeout=3,
+                         prepare_threshold=None) as conn:
         conn.execute(
             "INSERT INTO public.starts (job, fire_time, agent, attempt) "
             "VALUES (%s, %s, %s, %s)",
@@ -224,7 +225,8 @@ def _light_handler(spec: dict[str, Any]) -> Any:
     def handle(run: Run) -> None:
         conn = getattr(_light, "conn", None)
         if conn is None or conn.closed:
-            conn = _light.conn = psycopg.connect(DSN, autocommit=True, connect_timeout=3)
+            conn = _light.conn = psycopg.connect(DSN, autocommit=True, connect_timeout=3,
+                                              prepare_threshold=None)
         try:
             with conn.transaction():
                 if run.effect("tick", conn=conn):

@@ -12,7 +12,7 @@ handlers that finished while Postgres was away, receipts never committed after a
 began; in recovery_checks.py, those about superseded attempts and what the recovery faults
 left behind).
 
-Replay a seed: python -m bench.chaos --seed 23 --replicas 5 --jobs 20 --duration 22
+Replay a seed: python -m bench.chaos --seed 31 --replicas 5 --jobs 20 --duration 22
 (with --ha on a synchronous Patroni cluster, where failovers replace the standalone server's
 restarts and outages; see bench/chaos/__init__.py).
 """
@@ -49,6 +49,7 @@ from claimsched.tools.processes import python_path
 
 from ..ha.blackhole import Blackhole
 from ..ha.patroni import PatroniCluster, patroni_cluster
+from ..ha.pgbouncer import Pgbouncer
 from ..releases import isolated_env, previous
 from . import app_sql
 from .faults import FLEET, GRACE, STARTUP, Event, Fault, Lanes, Slot
@@ -71,10 +72,17 @@ from .upgrade import ROLLING_UPGRADE, plan_upgrade, roll
 REPLICA_FAULTS = ("sigkill", "sigstop", "sigterm", "new_id")
 PG_FAULTS = ("pg_restart", "pg_outage", "long_outage")  # long_outage: longer than every lease
 MANUAL_FAULTS = ("trigger", "backfill")  # manual runs of Forbid jobs, as an operator asks them
+# The replicas of the odd slots (r1, r3, ...) reach the database through pgbouncer in
+# transaction mode, one beside each database node (bench/ha/pgbouncer.py); the pooler is killed
+# (every connection through it drops, mid-transaction) and started again after a few seconds,
+# or paused (the transactions in flight finish, every new one waits) for up to longer than a
+# lease, then resumed.
+POOLER = "pooler"
 # RECOVERY_FAULTS (recovery.py): the owner of a reclaimed run paused past its lease, a backfill's
 # worker killed, the whole fleet down for longer than every period
 FAULT_KINDS = (
-    *REPLICA_FAULTS, *PG_FAULTS, "skew", *MANUAL_FAULTS, "freeze_in_once", *RECOVERY_FAULTS
+    *REPLICA_FAULTS, *PG_FAULTS, "skew", *MANUAL_FAULTS, "freeze_in_once", *RECOVERY_FAULTS,
+    POOLER,
 )
 # A replica's database connections black-holed (no reset) for longer than every lease; any
 # database. The Patroni leader lost (SIGKILL of its Patroni, postmaster and children; the
@@ -83,7 +91,7 @@ FAULT_KINDS = (
 PARTITION, FAILOVER = "partition", "failover"
 HA_KINDS = (
     *REPLICA_FAULTS, PARTITION, FAILOVER, "skew", *MANUAL_FAULTS, "freeze_in_once",
-    *RECOVERY_FAULTS,
+    *RECOVERY_FAULTS, POOLER,
 )
 # The storm begins on the previous release and is upgraded to this one first (upgrade.py):
 # asked for by name only, never drawn by default.
@@ -102,6 +110,7 @@ WEIGHTS = {
     "backfill": 2,
     "freeze_in_once": 1,
     PARTITION: 2,
+    POOLER: 1,
     FAILOVER: 0.6,  # each takes the database away for seconds (switchover) or ~30 s (SIGKILL)
     PAUSE_RECLAIMER: 2,
     KILL_BACKFILLER: 1,
@@ -161,6 +170,8 @@ class ChaosConfig:
             )
         if not self.ha and FAILOVER in self.kinds:
             raise ValueError(f"{FAILOVER} needs a Patroni cluster: add --ha")
+        if POOLER in self.kinds and self.replicas < 2:
+            raise ValueError(f"{POOLER} puts the odd replicas behind a pooler: it needs two")
 
 
 def plan_jobs(rng: random.Random, count: int, kinds: tuple[str, ...] = ()) -> list[dict[str, Any]]:
@@ -365,6 +376,10 @@ def plan_faults(
             duration, slack = rng.uniform(period_max + 0.5, period_max + 3.0), 2.0
         elif kind in ("long_outage", PARTITION):  # longer than every lease
             duration, slack = rng.uniform(lease_max + 1.0, lease_max + 3.0), 2.0
+        elif kind == POOLER:  # value 1: paused, up to longer than a lease; 0: killed
+            value = float(rng.choice([0, 1]))
+            duration = rng.uniform(1.0, lease_max + 3.0) if value else rng.uniform(0.5, 4.0)
+            slack = 2.0
         elif kind == FAILOVER:  # value 1: SIGKILL of the leader, 0: a planned switchover
             value = float(rng.choice([0, 1]))
             duration, slack = FAILOVER_SECONDS[int(value)], FAILOVER_SLACK
@@ -391,6 +406,8 @@ def plan_faults(
                 target = "postgres" if clear else None
             elif kind == "skew":
                 target = skewed
+            elif kind == POOLER:
+                target = None if overlaps(POOLER, low, high) else POOLER
             elif kind in MANUAL_FAULTS:
                 target = pick
             elif kind == "freeze_in_once":
@@ -490,6 +507,7 @@ class ChaosRun:
         self.pg_fault_ended = -1e9
         self.pg: TemporaryPostgres | None = None  # the database: one server,
         self.ha: PatroniCluster | None = None  # or with cfg.ha a Patroni cluster
+        self.poolers: list[Pgbouncer] = []  # with POOLER: one per database node
         self.stop = threading.Event()
         self.t0 = time.monotonic()
         self.wall0 = time.time()
@@ -553,6 +571,8 @@ class ChaosRun:
             self.lanes = Lanes(self.faults, self.slots)
             self._write_skew(self.initial_skew)
             try:
+                if POOLER in self.cfg.kinds:
+                    self._pool()
                 if PARTITION in self.cfg.kinds:
                     for slot in self.slots.values():
                         self._proxy(slot)
@@ -583,6 +603,8 @@ class ChaosRun:
                 for slot in self.slots.values():
                     for proxy in slot.proxies:
                         proxy.close()
+                for pooler in self.poolers:
+                    pooler.remove()
         report["elapsed_seconds"] = round(time.monotonic() - started, 1)
         return report
 
@@ -600,14 +622,31 @@ class ChaosRun:
                 self.pg, self.dsn = pg, pg.dsn
                 yield
 
-    def _proxy(self, slot: Slot) -> None:
-        """Put every connection of the slot's replicas behind black-hole proxies, one per node."""
+    def _nodes(self) -> list[str]:
+        """A DSN of each database node (the standalone server, or each Patroni member)."""
         if self.ha is not None:
-            ports = [m.pg_port for m in self.ha.members.values()]
-        else:
-            ports = [int(conninfo_to_dict(self.dsn)["port"])]
+            return [m.dsn for m in self.ha.members.values()]
+        return [self.dsn]
+
+    def _pool(self) -> None:
+        """A pgbouncer beside each database node; the odd slots' replicas reach the database
+        through them (poll mode: nothing lasts beyond a transaction)."""
+        for node in self._nodes():
+            pooler = Pgbouncer(node, pool_size=40, max_client_conn=2000)
+            self.poolers.append(pooler)
+            pooler.start()
+        ports = ",".join(str(p.port) for p in self.poolers)
+        for index, slot in enumerate(self.slots.values()):
+            if index % 2:
+                slot.dsn = make_conninfo(self.dsn, port=ports)
+
+    def _proxy(self, slot: Slot) -> None:
+        """Put every connection of the slot's replicas behind black-hole proxies, one per node
+        (in front of the poolers, for a pooled slot)."""
+        ports = [int(p) for p in str(conninfo_to_dict(slot.dsn or self.dsn)["port"]).split(",")]
         slot.proxies = [Blackhole(port) for port in ports]
-        slot.dsn = make_conninfo(self.dsn, port=",".join(str(p.port) for p in slot.proxies))
+        slot.dsn = make_conninfo(slot.dsn or self.dsn,
+                                 port=",".join(str(p.port) for p in slot.proxies))
 
     def _env(self) -> dict[str, str]:
         return {
@@ -715,6 +754,8 @@ class ChaosRun:
                 self._failover(fault, event)
             elif fault.kind == PARTITION:
                 self._partition(fault, event)
+            elif fault.kind == POOLER:
+                self._pooler_fault(fault, event)
             elif fault.kind in MANUAL_FAULTS:
                 self._manual_fault(fault, event)
             elif fault.kind == "freeze_in_once":
@@ -810,6 +851,28 @@ class ChaosRun:
                 for proxy in slot.proxies:
                     proxy.restore()
         event.detail = f"cut off {fault.duration:.1f}s"
+
+    def _pooler_fault(self, fault: Fault, event: Event) -> None:
+        """Every pooler killed and started again, or paused and resumed, after the fault's
+        duration. A PAUSE answers once the transactions in flight ended (a replica stopped in
+        one holds it): it is resumed at the planned end whether or not it answered."""
+        if not fault.value:
+            for pooler in self.poolers:
+                pooler.kill()
+            time.sleep(fault.duration)
+            for pooler in self.poolers:
+                pooler.start()
+            event.detail = f"killed, started again after {fault.duration:.1f}s"
+            return
+        pausing = [threading.Thread(target=pooler.pause, daemon=True) for pooler in self.poolers]
+        for thread in pausing:
+            thread.start()
+        time.sleep(fault.duration)
+        for pooler in self.poolers:
+            pooler.resume()
+        for thread in pausing:
+            thread.join(10)
+        event.detail = f"paused {fault.duration:.1f}s"
 
     def _await_tail(self) -> bool:
         """Ask for the moment a handler has made its last write and works on without the
