@@ -13,10 +13,13 @@ that the agents reach by a DSN naming both nodes, and its faults are failovers: 
 SIGKILLed (Patroni, postmaster and children; the synchronous standby is promoted about 20 s
 later, the dead node rejoins) or switched over. A partition fault black-holes every connection
 of one replica for longer than every lease (bench/ha/blackhole.py), on either database. The odd
-replicas (r1, r3, ...) reach the database through pgbouncer in transaction mode, one beside each
-node (bench/ha/pgbouncer.py), and a pooler fault kills every pgbouncer (each connection through
-it drops mid-transaction) and starts it again after up to 4 s, or pauses it (PAUSE: the
-transactions in flight finish, every new one waits) for up to 3 s longer than every lease.
+replicas (r1, r3, ...) reach the database through pgbouncer in transaction mode
+(bench/ha/pgbouncer.py; with --ha it points at the leader and is moved to the new one after a
+failover, as a Patroni role-change callback would: through a pgbouncer beside each node, libpq's
+target_session_attrs cannot tell a demoted node, pgbouncer issue #859), and a pooler fault kills
+it (each connection through it drops mid-transaction) and starts it again after up to 4 s, or
+pauses it (PAUSE: the transactions in flight finish, every new one waits) for up to 3 s longer
+than every lease.
 Synchronous and strict, a failover loses no acknowledged commit, so every invariant holds with
 no allowance. One harness tolerance only: a replica that refuses to start for want of a primary
 up to 30 s after a failover (10 s after a standalone outage) is restarted as a kubelet would, and

@@ -73,7 +73,8 @@ REPLICA_FAULTS = ("sigkill", "sigstop", "sigterm", "new_id")
 PG_FAULTS = ("pg_restart", "pg_outage", "long_outage")  # long_outage: longer than every lease
 MANUAL_FAULTS = ("trigger", "backfill")  # manual runs of Forbid jobs, as an operator asks them
 # The replicas of the odd slots (r1, r3, ...) reach the database through pgbouncer in
-# transaction mode, one beside each database node (bench/ha/pgbouncer.py); the pooler is killed
+# transaction mode (bench/ha/pgbouncer.py; on a Patroni cluster, pointed at the leader and moved
+# after each failover, as a role-change callback would); the pooler is killed
 # (every connection through it drops, mid-transaction) and started again after a few seconds,
 # or paused (the transactions in flight finish, every new one waits) for up to longer than a
 # lease, then resumed.
@@ -503,11 +504,12 @@ class ChaosRun:
         self.notes: Counter[str] = Counter()
         self.pg_lock = threading.Lock()
         self.skew_lock = threading.Lock()  # skew faults write one file
+        self.pooler_lock = threading.Lock()  # one pooler fault or move at a time
         self.pg_down = False
         self.pg_fault_ended = -1e9
         self.pg: TemporaryPostgres | None = None  # the database: one server,
         self.ha: PatroniCluster | None = None  # or with cfg.ha a Patroni cluster
-        self.poolers: list[Pgbouncer] = []  # with POOLER: one per database node
+        self.pooler: Pgbouncer | None = None  # with POOLER
         self.stop = threading.Event()
         self.t0 = time.monotonic()
         self.wall0 = time.time()
@@ -603,8 +605,8 @@ class ChaosRun:
                 for slot in self.slots.values():
                     for proxy in slot.proxies:
                         proxy.close()
-                for pooler in self.poolers:
-                    pooler.remove()
+                if self.pooler is not None:
+                    self.pooler.remove()
         report["elapsed_seconds"] = round(time.monotonic() - started, 1)
         return report
 
@@ -622,23 +624,22 @@ class ChaosRun:
                 self.pg, self.dsn = pg, pg.dsn
                 yield
 
-    def _nodes(self) -> list[str]:
-        """A DSN of each database node (the standalone server, or each Patroni member)."""
-        if self.ha is not None:
-            return [m.dsn for m in self.ha.members.values()]
-        return [self.dsn]
+    def _primary(self) -> str:
+        """A direct DSN of the primary: the standalone server, or the Patroni leader."""
+        if self.ha is None:
+            return self.dsn
+        leader = self.ha.leader()
+        assert leader is not None, self.ha.logs()
+        return self.ha.members[leader].dsn
 
     def _pool(self) -> None:
-        """A pgbouncer beside each database node; the odd slots' replicas reach the database
-        through them (poll mode: nothing lasts beyond a transaction)."""
-        for node in self._nodes():
-            pooler = Pgbouncer(node, pool_size=40, max_client_conn=2000)
-            self.poolers.append(pooler)
-            pooler.start()
-        ports = ",".join(str(p.port) for p in self.poolers)
+        """A pgbouncer in front of the primary; the odd slots' replicas reach the database
+        through it (poll mode: nothing lasts beyond a transaction)."""
+        self.pooler = Pgbouncer(self._primary(), pool_size=40, max_client_conn=2000)
+        self.pooler.start()
         for index, slot in enumerate(self.slots.values()):
             if index % 2:
-                slot.dsn = make_conninfo(self.dsn, port=ports)
+                slot.dsn = make_conninfo(self.dsn, host="127.0.0.1", port=str(self.pooler.port))
 
     def _proxy(self, slot: Slot) -> None:
         """Put every connection of the slot's replicas behind black-hole proxies, one per node
@@ -812,10 +813,12 @@ class ChaosRun:
                     new = cluster.standby()
                     cluster.wait_leader(new, timeout=90)
                     promoted = time.monotonic() - began
+                    self._move_pooler(new)
                     cluster.rejoin(old)
                 else:
                     new = cluster.switchover(timeout=90)
                     promoted = time.monotonic() - began
+                    self._move_pooler(new)
                 cluster.wait_healthy(120)
                 deadline = time.monotonic() + 60
                 while not self._commit_ok() and time.monotonic() < deadline:
@@ -828,6 +831,12 @@ class ChaosRun:
             f"{how} of {old}: {new} leads after {promoted:.1f}s, commits again after "
             f"{time.monotonic() - began:.1f}s"
         )
+
+    def _move_pooler(self, leader: str) -> None:
+        """Point the pooler at the new leader, as a Patroni on_role_change callback would."""
+        if self.pooler is not None and self.ha is not None:
+            with self.pooler_lock:
+                self.pooler.point_at(self.ha.members[leader].dsn)
 
     def _commit_ok(self) -> bool:
         """A transaction with an xid commits: on a strict synchronous primary, only once a
@@ -853,26 +862,24 @@ class ChaosRun:
         event.detail = f"cut off {fault.duration:.1f}s"
 
     def _pooler_fault(self, fault: Fault, event: Event) -> None:
-        """Every pooler killed and started again, or paused and resumed, after the fault's
+        """The pooler killed and started again, or paused and resumed, after the fault's
         duration. A PAUSE answers once the transactions in flight ended (a replica stopped in
         one holds it): it is resumed at the planned end whether or not it answered."""
-        if not fault.value:
-            for pooler in self.poolers:
+        pooler = self.pooler
+        assert pooler is not None
+        with self.pooler_lock:  # a failover moves it meanwhile
+            if not fault.value:
                 pooler.kill()
-            time.sleep(fault.duration)
-            for pooler in self.poolers:
+                time.sleep(fault.duration)
                 pooler.start()
-            event.detail = f"killed, started again after {fault.duration:.1f}s"
-            return
-        pausing = [threading.Thread(target=pooler.pause, daemon=True) for pooler in self.poolers]
-        for thread in pausing:
-            thread.start()
-        time.sleep(fault.duration)
-        for pooler in self.poolers:
+                event.detail = f"killed, started again after {fault.duration:.1f}s"
+                return
+            pausing = threading.Thread(target=pooler.pause, daemon=True)
+            pausing.start()
+            time.sleep(fault.duration)
             pooler.resume()
-        for thread in pausing:
-            thread.join(10)
-        event.detail = f"paused {fault.duration:.1f}s"
+            pausing.join(10)
+            event.detail = f"paused {fault.duration:.1f}s"
 
     def _await_tail(self) -> bool:
         """Ask for the moment a handler has made its last write and works on without the
@@ -1110,6 +1117,11 @@ class ChaosRun:
             elif not self.query_ok():
                 assert self.pg is not None
                 self.pg.start()
+        if self.pooler is not None:
+            with self.pooler_lock:
+                if self.pooler.process is None or self.pooler.process.poll() is not None:
+                    self.pooler.start()
+                self.pooler.point_at(self._primary())
         for slot in self.slots.values():
             with slot.lock:
                 if slot.replica is not None and slot.replica.alive:

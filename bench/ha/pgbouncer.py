@@ -1,6 +1,12 @@
 """A private pgbouncer (Debian's 1.18) in front of one Postgres server, in transaction mode by
 default: for the pooler tests, and for the chaos storms' pooled replicas and pooler faults.
 
+In front of a Patroni cluster it is pointed at the primary and moved after a failover
+(`point_at`), as a role-change callback or a router on Patroni's REST API does: a pgbouncer beside
+each node cannot be chosen by libpq's target_session_attrs, because pgbouncer hands every client
+the in_hot_standby its pool saw first (pgbouncer issue #859), so a demoted node still looks
+writable through it.
+
 It refuses to run as root, so as root it runs as the `postgres` OS user; its files live in a
 temp dir of its own. It can be killed (every client and server connection drops at once, in the
 middle of whatever transaction) and started again on the same port, or paused (PAUSE: it lets
@@ -50,14 +56,11 @@ class Pgbouncer:
                  max_client_conn: int = 500) -> None:
         self.server_dsn = server_dsn
         self._binary = binary()
-        server = conninfo_to_dict(server_dsn)
         self.folder = Path(tempfile.mkdtemp(prefix="claimsched-bouncer-"))
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         (self.folder / "userlist.txt").write_text('"postgres" ""\n')
-        (self.folder / "pgbouncer.ini").write_text(
-            "[databases]\n"
-            f"* = host={server.get('host', '127.0.0.1')} port={server.get('port', 5432)}\n"
+        self._settings = (
             "[pgbouncer]\n"
             "listen_addr = 127.0.0.1\n"
             f"listen_port = {self.port}\n"
@@ -71,12 +74,29 @@ class Pgbouncer:
             f"logfile = {self.folder}/pgbouncer.log\n"
             f"pidfile = {self.folder}/pgbouncer.pid\n"
         )
+        self._write(server_dsn)
         self._user: dict[str, Any] = {}
         if os.geteuid() == 0:
             account = pwd.getpwnam("postgres")
             for path in (self.folder, *self.folder.iterdir()):
                 os.chown(path, account.pw_uid, account.pw_gid)
             self._user = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+
+    def _write(self, server_dsn: str) -> None:
+        server = conninfo_to_dict(server_dsn)
+        (self.folder / "pgbouncer.ini").write_text(
+            "[databases]\n"
+            f"* = host={server.get('host', '127.0.0.1')} port={server.get('port', 5432)}\n"
+            + self._settings
+        )
+
+    def point_at(self, server_dsn: str) -> None:
+        """Send new server connections to another server (RELOAD: the connections to the
+        previous one close as they are released), as a Patroni on_role_change callback does
+        after a failover."""
+        self.server_dsn = server_dsn
+        self._write(server_dsn)
+        self.admin("RELOAD")
 
     def dsn_for(self, dsn: str) -> str:
         """The same database and user, reached through the pooler (its `*` fallback entry)."""

@@ -105,7 +105,7 @@ def test_a_failover_and_a_partition_on_a_synchronous_cluster_never_break_a_guara
     # the agents followed the promotion through the DSN naming both nodes, and noticed it
     logs = "".join(p.read_text(errors="replace") for p in tmp_path.glob("*.log"))
     assert "action=failover" in logs
-    _odd_replicas_were_pooled(tmp_path)  # through a pgbouncer beside each node
+    _odd_replicas_were_pooled(tmp_path)  # through a pgbouncer moved to each new leader
     assert report["occurrences_checked"] >= 150, summary(report)
 
 
