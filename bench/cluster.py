@@ -103,7 +103,7 @@ class Cluster:
             dsn = self.pg.dsn_for(database, sql.AGENT_ROLE)
             store = Store(dsn, max_size=1, name="bench-migrate")
             try:
-                store.migrate()
+                store.admin.migrate()
             finally:
                 store.close()
         self.admin = psycopg.connect(self.admin_dsn, autocommit=True)

@@ -130,7 +130,7 @@ class Databases:
         owned = OwnedSchedules(store)
         try:
             store.open()
-            applied = store.migrate()
+            applied = store.admin.migrate()
             fingerprint = database_fingerprint(*owned.database(), self.schema)
         except Exception:
             store.close()
@@ -199,7 +199,7 @@ class Databases:
             if db.maintained_at and time.monotonic() - db.maintained_at < interval:
                 continue
             try:
-                result = db.store.maintain(retention_days)
+                result = db.store.admin.maintain(retention_days)
             except Exception as exc:
                 log.warning("maintenance of database %s failed: %s", db.name, exc,
                             extra={"action": "maintain", "database": db.name})

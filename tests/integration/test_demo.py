@@ -214,7 +214,7 @@ def test_the_replica_table_counts_the_runs_each_replica_starts(dsn: str, tmp_pat
         wait_for(started, timeout=20, what=f"a run start in r1's log ({replica.log})")
         fleet.stop(grace=5)
         started()
-        done = [r for r in store.list_runs(limit=1000) if r["status"] == "done"]
+        done = [r for r in store.listings.runs(limit=1000) if r.status == "done"]
     finally:
         fleet.kill()
         store.close()

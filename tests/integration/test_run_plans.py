@@ -14,8 +14,8 @@ import pytest
 
 from claimsched.db import Store
 from claimsched.db.arrays import claim_params
+from claimsched.db.claims import read_unclaimed
 from claimsched.db.queries import query
-from claimsched.db.store import read_unclaimed
 from claimsched.records import Candidate
 from claimsched.schedule.specs import job_spec
 
@@ -69,8 +69,9 @@ def _full_scans(plan: str, grows: set[str], live: set[str]) -> list[str]:
 
 @pytest.mark.parametrize("name", STATEMENTS)
 def test_a_statement_planned_on_small_tables_reads_by_key(store: Store, name: str) -> None:
-    store.upsert_schedule(job_spec(job_name="j", schedule="@every 1s", concurrency_policy="Allow"))
-    store.upsert_schedule(job_spec(job_name="f", schedule="@every 1s", concurrency_policy="Forbid"))
+    store.schedules.upsert(job_spec(job_name="j", schedule="@every 1s", concurrency_policy="Allow"))
+    store.schedules.upsert(
+        job_spec(job_name="f", schedule="@every 1s", concurrency_policy="Forbid"))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 day'")
     for job in ("j", "f"):
         sql(store.dsn, query("claim"), claim_params("a", due(store, job, past(3), past(2)), 4))
@@ -106,7 +107,7 @@ def test_the_check_of_handed_off_occurrences_is_planned_for_the_runs_as_they_are
     """A plain read (not a function: it can't turn seq scans off), so it is never kept: planned
     while the runs' partition was small it scanned it, and a kept plan would go on scanning it
     for every key as it grew."""
-    store.upsert_schedule(job_spec(job_name="j", schedule="@every 1s"))
+    store.schedules.upsert(job_spec(job_name="j", schedule="@every 1s"))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 day'")
     taken, free = past(2), past(1)
     sql(store.dsn, query("claim"), claim_params("a", due(store, "j", taken), 4))

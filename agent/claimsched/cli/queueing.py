@@ -25,7 +25,7 @@ def trigger(args: argparse.Namespace) -> int:
     check_wait(args)
     store = open_store(args)
     try:
-        queued = store.queue_runs(args.job, [store.db_now()], "manual")
+        queued = store.listings.queue_runs(args.job, [store.db_now()], "manual")
         if not queued:
             raise ClaimschedError(f"a run of {args.job} at this instant already exists")
         warn_unhandled(store, args.job)
@@ -55,7 +55,8 @@ def backfill(args: argparse.Namespace) -> int:
     try:
         occurrences = _occurrences(store, args.job, start, end)
         with tables.progress(f"queueing {len(occurrences)} occurrences"):
-            queued = store.queue_runs(args.job, occurrences, "backfill") if occurrences else []
+            queued = (store.listings.queue_runs(args.job, occurrences, "backfill")
+                      if occurrences else [])
         warn_unhandled(store, args.job)
         result: dict[str, Any] = {
             "job": args.job,
@@ -90,7 +91,7 @@ def _occurrences(store: Store, job: str, start: datetime, end: datetime) -> list
             f"backfill: TO ({iso(end)}) is in the future (database clock {iso(now)}); "
             "occurrences still to come run at their time"
         )
-    records = {r.job_name: r for r in store.load_schedules()}
+    records = {r.job_name: r for r in store.schedules.load()}
     if job not in records:
         raise UnknownJob(f"no schedule for job {job!r}")
     occurrences = records[job].parsed.between(start - TICK, end, limit=MAX_BACKFILL + 1)
@@ -112,7 +113,7 @@ def check_wait(args: argparse.Namespace) -> None:
 
 def warn_unhandled(store: Store, job: str) -> None:
     """One line on stderr when no live agent has a handler for `job`: its runs wait for one."""
-    if any(agent["alive"] and job in agent["handlers"] for agent in store.list_agents()):
+    if any(agent.alive and job in agent.handlers for agent in store.listings.agents()):
         return
     print(f"claimsched: warning: no live agent handles job {job!r}; its queued runs wait "
           "until one starts", file=sys.stderr)

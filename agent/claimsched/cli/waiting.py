@@ -59,7 +59,7 @@ def follow(store: Store, queued: Sequence[Queued], timeout: float | None,
     latest = {run.id: QueuedRun(run, "pending", "pending", 0, None) for run in queued}
     while True:
         unsettled = [run for run in queued if latest[run.id].state != "done"]
-        for found in store.queued_runs(unsettled) if unsettled else []:
+        for found in store.listings.queued_runs(unsettled) if unsettled else []:
             latest[found.run.id] = found
         waited = time.monotonic() - began
         runs = [latest[run.id] for run in queued]

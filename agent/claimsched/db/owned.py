@@ -26,7 +26,7 @@ class OwnedSchedules:
 
     def sync(self, spec: JobSpec) -> Written:
         """Write the row of `spec` (whose owner is a ClaimSchedule), unless another owns it."""
-        return self.store.upsert_schedule(spec)
+        return self.store.schedules.upsert(spec)
 
     def release(self, owner: str) -> str | None:
         """Disable the row of the deleted ClaimSchedule `owner` and let go of it (the next

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -12,10 +12,8 @@ from psycopg import errors as pgerrors
 from ..conflicts import retry_conflicts
 from ..errors import DatabaseConflict
 from ..records import Lease
-from .connection import translated
+from .connection import Connect, translated
 from .queries import query
-
-Connect = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 
 
 def _params(agent_id: str, lease: Lease, entity: str) -> dict[str, Any]:
