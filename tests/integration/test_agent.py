@@ -18,7 +18,7 @@ import pytest
 from claimsched import Agent, ConfigurationError, InvalidSchedule, InvalidSpec, Run
 from claimsched.db import Store
 from claimsched.db.arrays import claim_params
-from claimsched.db.queries import query
+from claimsched.db.queries import call
 from claimsched.schedule.specs import job_spec
 from claimsched.tools.postgres import free_port
 from tests.helpers.polling import wait_for
@@ -213,7 +213,7 @@ def test_an_occurrence_another_claim_was_inserting_is_claimed_once_that_claim_ro
         held = past(1)
         with psycopg.connect(dsn) as racing:  # its claim of `held` stays uncommitted
             racing.execute("SET search_path = claimsched, public")
-            racing.execute(query("claim"), claim_params("racing", due(store, "job", held), 4))
+            racing.execute(call("cs_claim_v2"), claim_params("racing", due(store, "job", held), 4))
             agent = make(agents, dsn)
             agent.job("job", schedule="@every 1s", **fields)(lambda run: None)
             agent.start()

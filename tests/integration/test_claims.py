@@ -14,7 +14,7 @@ import pytest
 from claimsched.cli import main
 from claimsched.db import SessionOptions, Store
 from claimsched.db.arrays import claim_params
-from claimsched.db.queries import query
+from claimsched.db.queries import call
 from claimsched.schedule.specs import job_spec
 
 from .support import PRESENCE, due, past, runs, sql
@@ -65,7 +65,7 @@ def in_flight(store: Store, job: str, fire_time: datetime) -> Iterator[psycopg.C
     """Another replica's claim of `job` at `fire_time`, left uncommitted."""
     with psycopg.connect(store.dsn) as racing:
         racing.execute("SET search_path = claimsched, public")
-        racing.execute(query("claim"), claim_params("racing", due(store, job, fire_time), 4))
+        racing.execute(call("cs_claim_v2"), claim_params("racing", due(store, job, fire_time), 4))
         yield racing
 
 

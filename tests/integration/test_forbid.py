@@ -15,7 +15,7 @@ from typing import Any
 
 from claimsched.db import Store, connect
 from claimsched.db.arrays import claim_params
-from claimsched.db.queries import query
+from claimsched.db.queries import call
 from claimsched.records import ClaimResult, Completion, Lease
 from claimsched.schedule.specs import job_spec
 from tests.helpers.polling import wait_for
@@ -80,7 +80,7 @@ def test_two_claims_of_different_occurrences_racing_on_two_connections_let_one_w
     first, second = past(3), past(2)
     params = claim_params("a", due(store, "job", first), 4)
     rows, contender = _while_held(
-        store.dsn, query("claim"), params, lambda: _claim(store, "b", second)
+        store.dsn, call("cs_claim_v2"), params, lambda: _claim(store, "b", second)
     )
     assert [row[2] for row in rows] == ["claimed"]
     assert contender.outcome == "contended"
@@ -214,7 +214,7 @@ def test_a_request_being_taken_makes_a_racing_claim_contended_then_it_sees_it(
     store.listings.request_runs("job", [requested], "backfill")
     params = {"agent_id": "a", "jobs": ["job"], "capacity": 4}
     rows, contender = _while_held(
-        store.dsn, query("reclaim"), params, lambda: _claim(store, "b", due_now)
+        store.dsn, call("cs_reclaim_v2"), params, lambda: _claim(store, "b", due_now)
     )
     assert len(rows) == 1
     assert contender.outcome == "contended"

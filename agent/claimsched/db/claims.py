@@ -16,7 +16,7 @@ from ..records import Candidate, ClaimResult, Completion, DatabaseIdentity, Hous
 from .arrays import LEASE_KEYS, arrays, claim_params, literal
 from .connection import Connect
 from .identity import IdentityWatch
-from .queries import query
+from .queries import call, query
 
 R = TypeVar("R")
 
@@ -76,7 +76,7 @@ class Claims:
         with self._connect() as conn, conn.cursor() as cur:
             if not proceed():
                 return None
-            rows = cur.execute(query("claim"), params).fetchall()
+            rows = cur.execute(call("cs_claim_v2"), params).fetchall()
             lease = _leases(cur)
             at = {column.name: i for i, column in enumerate(cur.description or ())}
         job, fire, outcome = at["job_name"], at["fire_time"], at["outcome"]
@@ -109,7 +109,7 @@ class Claims:
         with self._connect() as conn, conn.cursor() as cur:
             if not proceed():
                 return []
-            rows = cur.execute(query("reclaim"), params).fetchall()
+            rows = cur.execute(call("cs_reclaim_v2"), params).fetchall()
             return list(map(_leases(cur), rows))
 
     def heartbeat(self, agent_id: str, leases: Sequence[Lease]) -> set[int]:
@@ -119,7 +119,7 @@ class Claims:
             **arrays(leases, **LEASE_KEYS, leases="lease_seconds"),
         }
         with self._connect() as conn:
-            return {row[0] for row in conn.execute(query("heartbeat"), params)}
+            return {row[0] for row in conn.execute(call("cs_heartbeat_v2"), params)}
 
     def complete(
         self, agent_id: str, completions: Sequence[Completion]
@@ -133,7 +133,7 @@ class Claims:
                      backoffs="backoff_seconds"),
         }
         with self._connect() as conn:
-            return {row[0]: row[1] for row in conn.execute(query("complete"), params)}
+            return {row[0]: row[1] for row in conn.execute(call("cs_complete_v2"), params)}
 
     def housekeeping(
         self, agent_id: str, handlers: Sequence[str] | None, presence: dict[str, Any]
@@ -146,7 +146,7 @@ class Claims:
             **presence,
         }
         with self._connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            row = cur.execute(query("housekeeping"), params).fetchone()
+            row = cur.execute(call("cs_housekeeping_v2"), params).fetchone()
         assert row is not None
         identity = _record(DatabaseIdentity, row)
         self._identity.observe(identity)
@@ -158,7 +158,7 @@ class Claims:
         """Without LISTEN: a fingerprint of the schedules, and whether runs of the jobs in this
         agent's row want an owner."""
         with self._connect() as conn:
-            row = conn.execute(query("poll"), {"agent_id": agent_id}).fetchone()
+            row = conn.execute(call("cs_poll_v2"), {"agent_id": agent_id}).fetchone()
         assert row is not None
         return str(row[0]), bool(row[1])
 
@@ -172,10 +172,10 @@ class Claims:
 
         def release() -> int:
             with self._connect() as conn:
-                return conn.execute(query("release"), params).rowcount
+                return conn.execute(call("cs_release_v2"), params).rowcount
 
         return retry_conflicts(release)
 
     def agent_stopped(self, agent_id: str) -> None:
         with self._connect() as conn:
-            conn.execute(query("agent_stopped"), {"agent_id": agent_id})
+            conn.execute(call("cs_agent_stopped_v2"), {"agent_id": agent_id})

@@ -14,7 +14,7 @@ from ..errors import UnknownJob
 from ..records import Queued, QueuedRun
 from .arrays import arrays
 from .connection import Connect
-from .queries import query
+from .queries import call, query
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class Listings:
             if not exists:
                 raise UnknownJob(f"no schedule for job {job_name!r}")
             rows = conn.execute(
-                query("request_run"),
+                call("cs_request_runs"),
                 {"job_name": job_name, "fire_times": list(fire_times), "kind": kind},
             ).fetchall()
             conn.execute(query("wake_agents"))

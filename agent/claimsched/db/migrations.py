@@ -12,7 +12,7 @@ from psycopg import sql
 from ..errors import ConfigurationError, SchemaMismatch
 from ..records import AgentApi
 from .connection import search_path
-from .queries import function_files, migration_files, query, sql_text
+from .queries import call, function_files, migration_files, query, sql_text
 
 log = logging.getLogger("claimsched.migrations")
 
@@ -153,7 +153,7 @@ def refuse_dropping_called_apis(conn: psycopg.Connection[Any], dropped: set[int]
     agent still calls a version of the agent API that a migration dropped: it would fail at
     its next statement."""
     for api in sorted(dropped):
-        callers = conn.execute(query("api_callers"), {"api": api}).fetchall()
+        callers = conn.execute(call("cs_api_callers"), {"api": api}).fetchall()
         if callers:
             raise SchemaMismatch(
                 f"this migrate would drop version {api} of the agent API, which live agents "

@@ -16,7 +16,7 @@ from ..errors import InvalidSpec, UnknownJob
 from ..records import Written
 from ..schedule.specs import JobSpec, ScheduleRecord
 from .connection import Connect
-from .queries import query
+from .queries import call, query
 
 SCHEDULE_BATCH = 1000  # rows per fetch of a full schedule read (Schedules.each)
 
@@ -71,9 +71,9 @@ class Schedules:
     def upsert(self, spec: JobSpec) -> Written:
         """Write a code declaration's or the CLI's schedule, unless another owner holds the job
         (then `held_by` names it; see claimsched.ownership)."""
-        statement = "declare_schedule" if spec.source == "code" else "upsert_schedule"
+        function = "cs_declare_schedule_v2" if spec.source == "code" else "cs_upsert_schedule"
         with self._connect() as conn:
-            row = conn.execute(query(statement), {"spec": spec_json(spec)}).fetchone()
+            row = conn.execute(call(function), {"spec": spec_json(spec)}).fetchone()
         assert row is not None
         return Written.from_row(row, spec.source, spec.owner)
 
