@@ -13,7 +13,7 @@ import hashlib
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from claimsched.db import OwnedSchedules, Store, dsn_parses, redact_dsn
 from claimsched.errors import DatabaseError, DatabaseUnavailable, InvalidSpec
@@ -205,7 +205,7 @@ class Databases:
                             extra={"action": "maintain", "database": db.name})
                 continue
             db.maintained_at = time.monotonic()
-            log.info("maintenance of database %s: %s", db.name, result,
+            log.info("maintenance of database %s: %s", db.name, asdict(result),
                      extra={"action": "maintain", "database": db.name})
 
     def close(self) -> None:

@@ -85,8 +85,8 @@ def test_maintenance_moves_strays_out_of_the_default_partition_and_drops_old_his
         [ahead],
     )
     summary = Store(store.dsn).admin.maintain(retention_days=90)
-    assert summary["partitions_created"] == [partition]
-    assert summary["default_rows_purged"] == 1
+    assert summary.partitions_created == [partition]
+    assert summary.default_rows_purged == 1
     where = sql(store.dsn, "SELECT tableoid::regclass::text FROM job_runs ORDER BY fire_time")
     assert where[-1] == (partition,)
     assert len(where) == 2

@@ -49,7 +49,8 @@ def maintain(args: argparse.Namespace) -> int:
             summary = store.admin.maintain(args.retention_days)
     finally:
         store.close()
-    print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
+    done = dataclasses.asdict(summary)
+    print(json.dumps(done) if args.json else "\n".join(f"{k}: {v}" for k, v in done.items()))
     return 0
 
 

@@ -8,6 +8,7 @@ from .listings import AgentRow, Listings, RunRow
 from .migrations import (
     AGENT_API,
     SCHEMA_VERSION,
+    Maintenance,
     ensure_partitions,
     maintain,
     migrate,
@@ -34,6 +35,7 @@ __all__ = [
     "Claims",
     "Listener",
     "Listings",
+    "Maintenance",
     "OwnedSchedules",
     "Poller",
     "Receipts",

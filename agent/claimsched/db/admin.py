@@ -66,12 +66,12 @@ class Admin:
         with self._connect() as conn:
             return migrations.schema_version(conn)
 
-    def maintain(self, retention_days: int = 90) -> dict[str, Any]:
+    def maintain(self, retention_days: int = 90) -> migrations.Maintenance:
         """Partitions ahead, history older than `retention_days` dropped, stale presence gone;
         what was done (db/migrations.py)."""
         return retry_conflicts(lambda: self._maintain(retention_days))
 
-    def _maintain(self, retention_days: int) -> dict[str, Any]:
+    def _maintain(self, retention_days: int) -> migrations.Maintenance:
         with translated(), self._unhurried() as conn:
             return migrations.maintain(conn, self._schema, retention_days)
 

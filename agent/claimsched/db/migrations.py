@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -216,9 +217,22 @@ def ensure_partitions(conn: psycopg.Connection[Any], months_ahead: int = 3) -> l
     return created
 
 
+@dataclass(frozen=True)
+class Maintenance:
+    """What a maintenance pass did: the partitions of job_runs it created ahead and dropped past
+    the retention period, and how many rows it purged or expired."""
+
+    partitions_created: list[str]
+    partitions_dropped: list[str]
+    default_rows_purged: int
+    effects_expired: int
+    attempts_expired: int
+    agents_forgotten: int
+
+
 def maintain(
     conn: psycopg.Connection[Any], schema: str, retention_days: int = 90
-) -> dict[str, Any]:
+) -> Maintenance:
     """Partitions ahead, history older than the retention period dropped, stale presence gone."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
@@ -227,7 +241,7 @@ def maintain(
         return _maintain(conn, retention_days)
 
 
-def _maintain(conn: psycopg.Connection[Any], retention_days: int) -> dict[str, Any]:
+def _maintain(conn: psycopg.Connection[Any], retention_days: int) -> Maintenance:
     created = ensure_partitions(conn)
     now = conn.execute(query("db_now")).fetchone()[0]  # type: ignore[index]
     horizon = now - timedelta(days=retention_days)
@@ -245,11 +259,11 @@ def _maintain(conn: psycopg.Connection[Any], retention_days: int) -> dict[str, A
     effects = conn.execute(query("expire_effects"), {"days": retention_days}).rowcount
     attempts = conn.execute(query("expire_attempts"), {"days": retention_days}).rowcount
     agents = conn.execute(query("forget_agents")).rowcount
-    return {
-        "partitions_created": created,
-        "partitions_dropped": dropped,
-        "default_rows_purged": purged,
-        "effects_expired": effects,
-        "attempts_expired": attempts,
-        "agents_forgotten": agents,
-    }
+    return Maintenance(
+        partitions_created=created,
+        partitions_dropped=dropped,
+        default_rows_purged=purged,
+        effects_expired=effects,
+        attempts_expired=attempts,
+        agents_forgotten=agents,
+    )

@@ -186,7 +186,7 @@ class Store:
         return self.admin.migrate()
 
     def maintain(self, retention_days: int = 90) -> dict[str, Any]:
-        return self.admin.maintain(retention_days)
+        return dataclasses.asdict(self.admin.maintain(retention_days))
 
     def upsert_schedule(self, spec: JobSpec) -> Written:
         return self.schedules.upsert(spec)
