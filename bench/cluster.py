@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import psycopg
 
 from claimsched.db import Store
-from claimsched.db.queries import queries, query
+from claimsched.db.queries import call, function_files, parameters, queries, query
 from claimsched.tools.postgres import TemporaryPostgres
 
 from . import sql
@@ -103,7 +103,7 @@ class Cluster:
             dsn = self.pg.dsn_for(database, sql.AGENT_ROLE)
             store = Store(dsn, max_size=1, name="bench-migrate")
             try:
-                store.migrate()
+                store.admin.migrate()
             finally:
                 store.close()
         self.admin = psycopg.connect(self.admin_dsn, autocommit=True)
@@ -260,12 +260,30 @@ def _shape(text: str) -> str:
 @cache
 def _named_shapes() -> dict[str, str]:
     rendered = {name: query(name) for name in queries()}
-    return {_shape(body if isinstance(body, str) else body.as_string(None)): name
-            for name, body in rendered.items()}
+    shapes = {_shape(body if isinstance(body, str) else body.as_string(None)): name
+              for name, body in rendered.items()}
+    # a call of an agent API function, by what it does: cs_claim_v2 (and cs_claim) is "claim"
+    return shapes | {_shape(call(function)): re.sub(r"^cs_|_v\d+$", "", function)
+                     for function in _api_functions()}
+
+
+def _api_functions() -> list[str]:
+    """The functions of sql/functions/ that agents, the CLI and the operator call by name."""
+    names = [file.removesuffix(".sql") for file, _ in function_files()]
+    return [name for name in names if name.startswith("cs_") and _callable(name)]
+
+
+def _callable(function: str) -> bool:
+    try:
+        parameters(function)
+    except ValueError:
+        return False
+    return True
 
 
 def kind_of(text: str) -> str:
-    """The named query (sql/queries.sql, sql/operator.sql) a statement is, or what it is."""
+    """The named query (sql/queries.sql, sql/operator.sql) or the function call a statement is,
+    or what it is."""
     shape = _shape(text)
     named = _named_shapes().get(shape)
     if named:

@@ -66,7 +66,7 @@ def run(
             stats0 = db.statements()
             group.mark_cpu("drain0")
             queued_at = time.time()
-            queued = len(requester.queue_runs(job, fire_times, "backfill"))
+            queued = len(requester.listings.queue_runs(job, fire_times, "backfill"))
             curve = _drain(db, job, backlog, queued_at, timeout)
             stats1 = db.statements()
             group.mark_cpu("drain1")

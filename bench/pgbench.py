@@ -3,7 +3,7 @@ same client count: what the database can do with the claim's statement shape.
 
 Scripts (B rows a statement, distinct keys drawn at random):
 - insert: raw `INSERT .. SELECT FROM unnest(..) ON CONFLICT DO NOTHING RETURNING id`;
-- claim: the agents' own `claim` statement (sql/queries.sql), candidates built in SQL.
+- claim: the agents' own call of cs_claim_v2 (sql/functions/), candidates built in SQL.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from claimsched.db.queries import query
+from claimsched.db.queries import call
 from claimsched.tools.postgres import TemporaryPostgres
 
 from . import sql
@@ -50,7 +50,7 @@ def script(kind: str, batch: int, jobs: int) -> str:
     head = _KEYS.format(last=jobs - 1)
     if kind == "insert":
         return head + INSERT.format(jobs_array=jobs_array, fire_array=fire_array)
-    body = query("claim")
+    body = call("cs_claim_v2", "claimsched")
     for name, value in {
         "jobs": jobs_array,
         "fire_times": fire_array,
@@ -64,7 +64,7 @@ def script(kind: str, batch: int, jobs: int) -> str:
     }.items():
         body = body.replace(f"%({name})s", value)
     body = re.sub(
-        r"\b(job_runs|job_schedule|forbid_in_progress|cs_claim_v2)\b", r"claimsched.\1", body
+        r"\b(job_runs|job_schedule|forbid_in_progress)\b", r"claimsched.\1", body
     )
     return head + body + ";\n"
 

@@ -198,7 +198,7 @@ def _database() -> Iterator[tuple[TemporaryPostgres, dict[str, Any]]]:
     with TemporaryPostgres() as pg:
         store = Store(pg.dsn, max_size=1, name="bench-f-migrate")
         try:
-            store.migrate()
+            store.admin.migrate()
         finally:
             store.close()
         env = {"claimsched": __version__, "python": platform.python_version(),
@@ -241,7 +241,7 @@ def _trigger(group: Replicas, job: str) -> int:
     store = Store(group.dsn, max_size=1, name="bench-f")
     store.open()
     try:
-        (fire_time,) = store.request_runs(job, [store.db_now()], "manual")
+        (fire_time,) = store.listings.request_runs(job, [store.db_now()], "manual")
     finally:
         store.close()
     ((run_id,),) = group.query("SELECT id FROM claimsched.job_runs"

@@ -35,7 +35,7 @@ def template_db(server_dsn: str) -> str:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     store = Store(_with_db(server_dsn, name))
-    store.migrate()
+    store.admin.migrate()
     return name
 
 

@@ -111,7 +111,7 @@ class Agent:
         self.workers = Workers(
             self.settings.max_concurrency,
             new_run=lambda lease: Run(lease, Effects(store.receipts, agent_id, lease), agent_id),
-            complete=lambda done: store.complete(agent_id, done),
+            complete=lambda done: store.claims.complete(agent_id, done),
             log=self.log,
             health=self.health,
             on_change=lambda: self.claimer.slot_freed(),
@@ -120,12 +120,13 @@ class Agent:
             backoff_base=self.settings.retry_backoff_seconds,
         )
         self.heartbeat = Heartbeat(
-            lambda leases: store.heartbeat(agent_id, leases), self.workers, self.health
+            lambda leases: store.claims.heartbeat(agent_id, leases), self.workers, self.health
         )
         about = presence(self.settings.housekeeping_seconds)
         turns = Turns(agent_id, handoff=timedelta(seconds=self.settings.handoff_seconds))
         self.housekeeper = Housekeeper(
-            lambda listed: store.housekeeping(agent_id, self.handlers if listed else None, about),
+            lambda listed: store.claims.housekeeping(
+                agent_id, self.handlers if listed else None, about),
             period=self.settings.housekeeping_seconds,
             clock=self.clock,
             log=self.log,
@@ -205,10 +206,10 @@ class Agent:
             # A conflict with another transaction (a deadlock) is transient: each step is
             # retried, and an agent never stops for one.
             if self.settings.migrate:
-                found = retry_conflicts(self.store.schema_version)
+                found = retry_conflicts(self.store.admin.schema_version)
                 if found is None or found < SCHEMA_VERSION:
-                    self.store.migrate()  # retries its conflicts itself
-            retry_conflicts(lambda: self.store.check_version(AGENT_API))
+                    self.store.admin.migrate()  # retries its conflicts itself
+            retry_conflicts(lambda: self.store.admin.check_version(AGENT_API))
             for spec in self._declared.values():
                 self.claimer.declare(spec)
             retry_conflicts(self.housekeeper.once)
@@ -265,7 +266,7 @@ class Agent:
         self.workers.close()
         self.supervisor.join(until=end)
         with contextlib.suppress(ClaimschedError):
-            self.store.agent_stopped(self.agent_id)
+            self.store.claims.agent_stopped(self.agent_id)
         self.store.close()
         self.log.info("agent stopped", extra={"action": "stop"})
 
@@ -273,7 +274,7 @@ class Agent:
         for lease in leases:
             self.workers.abandon(lease.id)
         try:
-            released = self.store.release(self.agent_id, leases)
+            released = self.store.claims.release(self.agent_id, leases)
             self.housekeeper.once()
             self.log.warning(
                 "handed %d unfinished run(s) back for another replica",

@@ -157,7 +157,7 @@ class Housekeeping:
 
 # -- who owns a job's schedule ---------------------------------------------------------------
 # A job has one owner: a code declaration, the CLI, or one ClaimSchedule. A would-be owner that
-# finds another one is refused (upsert_schedule in sql/queries.sql decides, in one statement)
+# finds another one is refused (cs_upsert_schedule in sql/functions/ decides, in one statement)
 # and told who holds it, in words a person can act on. A row a ClaimSchedule released (source
 # 'operator', no owner) belongs to the next declaration of the job.
 

@@ -13,7 +13,7 @@ import hashlib
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from claimsched.db import OwnedSchedules, Store, dsn_parses, redact_dsn
 from claimsched.errors import DatabaseError, DatabaseUnavailable, InvalidSpec
@@ -130,7 +130,7 @@ class Databases:
         owned = OwnedSchedules(store)
         try:
             store.open()
-            applied = store.migrate()
+            applied = store.admin.migrate()
             fingerprint = database_fingerprint(*owned.database(), self.schema)
         except Exception:
             store.close()
@@ -199,13 +199,13 @@ class Databases:
             if db.maintained_at and time.monotonic() - db.maintained_at < interval:
                 continue
             try:
-                result = db.store.maintain(retention_days)
+                result = db.store.admin.maintain(retention_days)
             except Exception as exc:
                 log.warning("maintenance of database %s failed: %s", db.name, exc,
                             extra={"action": "maintain", "database": db.name})
                 continue
             db.maintained_at = time.monotonic()
-            log.info("maintenance of database %s: %s", db.name, result,
+            log.info("maintenance of database %s: %s", db.name, asdict(result),
                      extra={"action": "maintain", "database": db.name})
 
     def close(self) -> None:

@@ -44,7 +44,7 @@ def _one_running_run(group: Replicas, dsn: str, job: str, agents: int) -> str:
     """Wait for the agents, queue one manual run of `job`, return the agent that runs it."""
     wait_for(lambda: len(group.query("SELECT 1 FROM claimsched.agents")) == agents, what="agents")
     s = store(dsn)
-    s.request_runs(job, [s.db_now()], "manual")
+    s.listings.request_runs(job, [s.db_now()], "manual")
     s.close()
     return str(wait_for(lambda: group.owner_of_running(job), what="a running run"))
 
@@ -235,7 +235,7 @@ def test_agents_survive_a_database_outage_and_catch_up(tmp_path: Path) -> None:
     ]
     with TemporaryPostgres() as pg:
         s = store(pg.dsn)
-        s.migrate()
+        s.admin.migrate()
         s.close()
         with replicas(pg.dsn, tmp_path, jobs) as group:
             group.start("r0")
@@ -326,7 +326,7 @@ def test_sigterm_while_the_database_is_away_exits_within_the_grace(tmp_path: Pat
     ]
     with TemporaryPostgres() as pg:
         s = store(pg.dsn)
-        s.migrate()
+        s.admin.migrate()
         s.close()
         with replicas(
             pg.dsn, tmp_path, jobs, CLAIMSCHED_SHUTDOWN_GRACE_SECONDS=str(grace)

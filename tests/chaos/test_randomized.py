@@ -482,25 +482,28 @@ def test_maintenance_moving_rows_keeps_a_completion_that_commits_meanwhile(dsn: 
     updated them (a completion undone, a claim deleted). Fixed: the move locks the partition."""
     store = Store(dsn)
     assert lapse_partition(dsn)
-    store.upsert_schedule(job_spec(job_name="j", schedule="@daily", source="cli"))
-    store.request_runs("j", [store.db_now()], "manual")
-    (lease,) = store.reclaim("a", ["j"], 1)  # running, attempt 1, in the default partition
+    store.schedules.upsert(job_spec(job_name="j", schedule="@daily", source="cli"))
+    store.listings.request_runs("j", [store.db_now()], "manual")
+    (lease,) = store.claims.reclaim("a", ["j"], 1)  # running, attempt 1, in the default partition
     results: dict[str, Any] = {}
     with psycopg.connect(dsn) as holder:  # an unrelated transaction that briefly locks the row
         holder.execute("SELECT 1 FROM claimsched.job_runs WHERE id = %s FOR UPDATE", [lease.id])
         completing = threading.Thread(
-            target=lambda: results.update(recorded=store.complete("a", [Completion(lease, "done")]))
+            target=lambda: results.update(
+                recorded=store.claims.complete("a", [Completion(lease, "done")]))
         )
         completing.start()  # the agent records the run as done: it waits for the lock first
         wait_for(lambda: _waiting_on_locks(dsn) == 1, what="the completion to queue")
-        maintaining = threading.Thread(target=lambda: results.update(summary=store.maintain()))
+        maintaining = threading.Thread(
+            target=lambda: results.update(summary=store.admin.maintain())
+        )
         maintaining.start()  # maintenance stashes the rows, then its DELETE queues behind
         wait_for(lambda: _waiting_on_locks(dsn) == 2, what="maintenance to queue")
     completing.join(10)
     maintaining.join(10)
     store.close()
     assert lease.id in results["recorded"], "the agent was told its completion was recorded"
-    assert results["summary"]["partitions_created"], "maintenance moved the rows"
+    assert results["summary"].partitions_created, "maintenance moved the rows"
     (row,) = runs(dsn, "j")
     assert (row["status"], row["attempt"]) == ("done", 1), row
 
@@ -522,14 +525,15 @@ def test_replicas_claiming_the_same_occurrences_in_different_orders_do_not_deadl
             catch_up_policy="All",
             source="cli",
         )
-        store.upsert_schedule(spec)
+        store.schedules.upsert(spec)
     fire = (store.db_now() + timedelta(seconds=1)).replace(microsecond=0)  # after active_since
     wait_for(lambda: store.db_now() > fire, what="the occurrence to be due")
     outcomes: dict[str, Any] = {}
 
     def claim(agent: str, order: list[str]) -> None:
         try:
-            _, results = store.claim(agent, [c for j in order for c in due(store, j, fire)], 10)
+            candidates = [c for j in order for c in due(store, j, fire)]
+            _, results = store.claims.claim(agent, candidates, 10)
             outcomes[agent] = sorted(r.outcome for r in results)
         except Exception as exc:
             outcomes[agent] = repr(exc)
@@ -565,7 +569,7 @@ def test_a_replica_coming_back_claims_a_forbid_jobs_next_occurrence_without_walk
     from claimsched import Agent
 
     store = Store(dsn)
-    store.upsert_schedule(
+    store.schedules.upsert(
         job_spec(
             job_name="walk",
             schedule="@every 1s",
@@ -586,13 +590,13 @@ def test_a_replica_coming_back_claims_a_forbid_jobs_next_occurrence_without_walk
     store.close()
     agent = Agent(dsn, agent_id="back", housekeeping_seconds=0.3, shutdown_grace_seconds=1)
     statements: list[int] = []
-    claim = agent.store.claim
+    claim = agent.store.claims.claim
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         statements.append(1)
         return claim(*args, **kwargs)
 
-    agent.store.claim = counted  # type: ignore[method-assign]
+    agent.store.claims.claim = counted  # type: ignore[method-assign]
     agent.job("walk")(lambda run: None)
     with agent:
         wait_for(
@@ -611,7 +615,7 @@ def test_catch_up_all_runs_every_missed_occurrence_inside_the_window(dsn: str, p
     from claimsched import Agent
 
     store = Store(dsn)
-    store.upsert_schedule(
+    store.schedules.upsert(
         job_spec(
             job_name="j",
             schedule="@every 1s",

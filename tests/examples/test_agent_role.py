@@ -171,7 +171,7 @@ def test_agent_role_cannot_migrate_or_maintain(dsn: str, agent_role: tuple[str, 
     store.open()
     try:
         with pytest.raises(Exception) as caught:
-            store.migrate()
+            store.admin.migrate()
         assert "permission denied" in str(caught.value).lower()
         assert execute(dsn, "SELECT 1 FROM pg_namespace WHERE nspname = 'claimsched_other'") == []
     finally:

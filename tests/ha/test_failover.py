@@ -47,7 +47,7 @@ def _database(cluster: PatroniCluster, name: str) -> str:
         conn.execute(f"CREATE DATABASE {name}")
     dsn = cluster.dsn(name)
     store = Store(dsn)
-    store.migrate()
+    store.admin.migrate()
     store.close()
     return dsn
 
@@ -134,7 +134,7 @@ def test_asynchronous_replication_is_shown_and_a_claim_lost_in_failover_loses_it
         # the standby falls behind: what is committed from now on exists on the primary only
         cluster.hold_replication()
         store = Store(dsn)
-        store.request_runs("long", [store.db_now()], "manual")
+        store.listings.request_runs("long", [store.db_now()], "manual")
         store.close()
         owner = wait_for(
             lambda: query(

@@ -34,7 +34,7 @@ def test_a_partitioned_owner_loses_its_run_at_the_lease_end_and_its_late_effect_
         cut_off = group.start("cut", CLAIMSCHED_DSN=make_conninfo(dsn, port=str(proxy.port)))
         wait_for(lambda: group.query("SELECT 1 FROM claimsched.agents"), "the first agent")
         s = store(dsn)
-        s.request_runs("slow", [s.db_now()], "manual")
+        s.listings.request_runs("slow", [s.db_now()], "manual")
         s.close()
         wait_for(
             lambda: group.query("SELECT 1 FROM public.ledger WHERE entity = 'first-half'"),

@@ -37,7 +37,7 @@ JOBS = [
 def _manual_slow_run(dsn: str, group) -> tuple[str, str]:  # type: ignore[no-untyped-def]
     """Queue a manual run of `slow`; (its fire time, the agent that runs it)."""
     s = store(dsn)
-    (fire_time,) = s.request_runs("slow", [s.db_now()], "manual")
+    (fire_time,) = s.listings.request_runs("slow", [s.db_now()], "manual")
     s.close()
     owner = wait_for(
         lambda: group.query(

@@ -17,8 +17,8 @@ import pytest
 
 from claimsched import Agent, ConfigurationError, InvalidSchedule, InvalidSpec, Run
 from claimsched.db import Store
-from claimsched.db.queries import query
-from claimsched.db.store import claim_params
+from claimsched.db.arrays import claim_params
+from claimsched.db.queries import call
 from claimsched.schedule.specs import job_spec
 from claimsched.tools.postgres import free_port
 from tests.helpers.polling import wait_for
@@ -72,7 +72,7 @@ def test_a_handler_without_a_schedule_warns_once_and_runs_when_one_arrives(
     with caplog.at_level(logging.WARNING, logger="claimsched"):
         agent.start()
         wait_for(lambda: "no schedule yet" in caplog.text, what="the warning")
-        store.upsert_schedule(job_spec(job_name="later", schedule="@every 1s", source="cli"))
+        store.schedules.upsert(job_spec(job_name="later", schedule="@every 1s", source="cli"))
         assert ran.wait(5), "the schedule arrived through NOTIFY and the job ran"
     assert caplog.text.count("no schedule yet") == 1
 
@@ -170,7 +170,7 @@ def test_failures_are_retried_with_backoff_until_attempts_run_out(
         raise ValueError("the upstream service is down")
 
     agent.start()
-    store.request_runs("flaky", [store.db_now()], "manual")
+    store.listings.request_runs("flaky", [store.db_now()], "manual")
     wait_for(
         lambda: (
             len(attempts) == 3
@@ -193,7 +193,7 @@ def test_a_run_past_max_runtime_is_failed_and_told_it_lost_its_lease(
         lambda run: told.set() if run.lost.wait(10) else None
     )
     agent.start()
-    store.request_runs("hang", [store.db_now()], "manual")
+    store.listings.request_runs("hang", [store.db_now()], "manual")
     assert told.wait(10)
     (row,) = runs(dsn, "hang")
     assert row["status"] == "failed" and "max_runtime of 1 s exceeded" in row["error"]
@@ -207,13 +207,13 @@ def test_an_occurrence_another_claim_was_inserting_is_claimed_once_that_claim_ro
     store = Store(dsn)
     store.open()
     try:
-        store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s", source="code",
+        store.schedules.upsert(job_spec(job_name="job", schedule="@every 1s", source="code",
                                        **fields))
         sql(dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
         held = past(1)
         with psycopg.connect(dsn) as racing:  # its claim of `held` stays uncommitted
             racing.execute("SET search_path = claimsched, public")
-            racing.execute(query("claim"), claim_params("racing", due(store, "job", held), 4))
+            racing.execute(call("cs_claim_v2"), claim_params("racing", due(store, "job", held), 4))
             agent = make(agents, dsn)
             agent.job("job", schedule="@every 1s", **fields)(lambda run: None)
             agent.start()
@@ -243,8 +243,8 @@ def test_trigger_and_backfill_requests_run_exactly_once_across_agents(
 
         agent.start()
     times = [store.db_now() - _s(3600 * h) for h in (1, 2, 3)]
-    store.request_runs("report", times, "backfill")
-    store.request_runs("report", [store.db_now()], "manual")
+    store.listings.request_runs("report", times, "backfill")
+    store.listings.request_runs("report", [store.db_now()], "manual")
     wait_for(
         lambda: [r["status"] for r in runs(dsn, "report")] == ["done"] * 4,
         what="four runs recorded done (nothing pending is left to run again)",
@@ -294,7 +294,7 @@ def test_lease_tokens_never_show_in_logs_metrics_or_the_runs_listing(
     assert len(tokens) >= 2 and handler_saw
     said = "\n".join([caplog.text, scraped, *handler_saw,
                       *(str(vars(record)) for record in caplog.records),
-                      str(store.list_runs("tick"))])
+                      str(store.listings.runs("tick"))])
     assert [token for token in tokens if token in said] == []
 
 
@@ -330,7 +330,7 @@ def test_a_run_that_ends_does_not_wake_the_claim_loop_when_no_work_waits_for_a_s
 
     agent.claimer.claim_pass = observed  # type: ignore[method-assign]
     agent.start()
-    store.request_runs("report", [store.db_now()], "manual")
+    store.listings.request_runs("report", [store.db_now()], "manual")
     wait_for(lambda: statuses(dsn, "report") == ["running"], what="the manual run")
     release.set()
     wait_for(lambda: statuses(dsn, "report") == ["done"], what="its completion")

@@ -87,7 +87,8 @@ def test_the_schema_serves_api_2_as_released_and_api_1_with_its_shapes(dsn: str)
 def test_presence_says_which_api_an_agent_calls_as_it_changes_release(
         store: Store, dsn: str) -> None:
     # alive for 10 minutes: a loaded machine's seconds between the calls do not end it
-    store.housekeeping("a1", ["nightly"], {**PRESENCE, "version": "0.2.0", "ttl_seconds": 600})
+    store.claims.housekeeping("a1", ["nightly"],
+                              {**PRESENCE, "version": "0.2.0", "ttl_seconds": 600})
     agent = "SELECT version, api FROM agents WHERE agent_id = 'a1'"
     assert run_sql(dsn, agent) == [("0.2.0", 2)]
     # The same agent id, rolled back to 0.1.0: its housekeeping is API 1's.
@@ -95,19 +96,19 @@ def test_presence_says_which_api_an_agent_calls_as_it_changes_release(
                               " '0.1.0', 600, 't')")
     assert present == (1,)
     assert run_sql(dsn, agent) == [("0.1.0", 1)]
-    assert [(api.api, api.callers) for api in store.agent_apis()] == [
+    assert [(api.api, api.callers) for api in store.admin.agent_apis()] == [
         (1, [("a1", "0.1.0")]), (2, [])]
 
 
 def test_an_agent_accepts_a_newer_schema_only_while_it_serves_the_agents_api(
         store: Store, dsn: str) -> None:
     run_sql(dsn, "INSERT INTO schema_version VALUES (%s)", [SCHEMA_VERSION + 1])
-    store.check_version(AGENT_API)
+    store.admin.check_version(AGENT_API)
     with pytest.raises(SchemaMismatch, match="newer than this claimsched"):
-        store.check_version()  # the CLI and the operator: their own version only
+        store.admin.check_version()  # the CLI and the operator: their own version only
     run_sql(dsn, "DELETE FROM agent_apis WHERE api = %s", [AGENT_API])
     with pytest.raises(SchemaMismatch, match=f"no longer serves the agent API v{AGENT_API}"):
-        store.check_version(AGENT_API)
+        store.admin.check_version(AGENT_API)
 
 
 def test_migrate_refuses_to_drop_an_api_version_a_live_agent_calls(
@@ -119,7 +120,7 @@ def test_migrate_refuses_to_drop_an_api_version_a_live_agent_calls(
     run_sql(dsn, "SELECT * FROM cs_housekeeping('old-0', 'h', NULL, NULL, NULL, '0.1.0', 60,"
                  " 't')")
     with pytest.raises(SchemaMismatch, match=r"drop version 1 .* old-0 \(0\.1\.0\)"):
-        store.migrate()
+        store.admin.migrate()
     assert run_sql(dsn, "SELECT max(version) FROM schema_version") == [(SCHEMA_VERSION,)]
     assert run_sql(dsn, "SELECT api FROM agent_apis ORDER BY api") == [(1,), (2,)]
     run_sql(dsn, "SELECT * FROM cs_agent_stopped('old-0')")  # the last 0.1.0 agent is gone

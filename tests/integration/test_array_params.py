@@ -45,13 +45,13 @@ def test_an_array_literal_reads_back_as_the_values_it_was_made_of(
 
 
 def test_a_claim_sent_as_array_literals_claims_what_it_proposed(store: Store) -> None:
-    store.upsert_schedule(job_spec(job_name="null", schedule="@every 1s"))
+    store.schedules.upsert(job_spec(job_name="null", schedule="@every 1s"))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
     fire_times = [past(3), past(2)]
     candidates = [*due(store, "null", fire_times[0], want="skipped", reason="missed_latest",
                        latest=False),
                   *due(store, "null", fire_times[1])]
-    claimed = store.claim("a", candidates, 4)
+    claimed = store.claims.claim("a", candidates, 4)
     assert claimed is not None
     outcomes = [(r.job_name, r.fire_time, r.outcome) for r in claimed[1]]
     assert sorted(outcomes) == [("null", fire_times[0], "skipped"),

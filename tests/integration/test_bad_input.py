@@ -168,7 +168,7 @@ def test_the_database_refuses_what_validation_was_bypassed_for(
     """Defence in depth: the table's CHECK constraints hold even for code that skips validation."""
     spec = Unvalidated(**{**job_spec(job_name="j", schedule="@daily").row(), **fields})
     with pytest.raises(InvalidSpec, match="the database rejected the value"):
-        store.upsert_schedule(spec)
+        store.schedules.upsert(spec)
     nothing_written(store.dsn)
     tables_intact(store.dsn)
 

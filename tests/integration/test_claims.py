@@ -13,15 +13,15 @@ import pytest
 
 from claimsched.cli import main
 from claimsched.db import SessionOptions, Store
-from claimsched.db.queries import query
-from claimsched.db.store import claim_params
+from claimsched.db.arrays import claim_params
+from claimsched.db.queries import call
 from claimsched.schedule.specs import job_spec
 
 from .support import PRESENCE, due, past, runs, sql
 
 
 def _schedule(store: Store, name: str = "job", **fields: object) -> None:
-    store.upsert_schedule(job_spec(job_name=name, schedule="@every 1s", **fields))
+    store.schedules.upsert(job_spec(job_name=name, schedule="@every 1s", **fields))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
 
 
@@ -35,7 +35,7 @@ def test_racing_replicas_produce_one_row_per_occurrence(store: Store) -> None:
         mine = Store(store.dsn)
         mine.open()
         try:
-            _, results = mine.claim(f"r{index}", due(store, "job", *occurrences), 100)
+            _, results = mine.claims.claim(f"r{index}", due(store, "job", *occurrences), 100)
             with lock:
                 won.extend(r.lease.id for r in results if r.lease)
         finally:
@@ -65,7 +65,7 @@ def in_flight(store: Store, job: str, fire_time: datetime) -> Iterator[psycopg.C
     """Another replica's claim of `job` at `fire_time`, left uncommitted."""
     with psycopg.connect(store.dsn) as racing:
         racing.execute("SET search_path = claimsched, public")
-        racing.execute(query("claim"), claim_params("racing", due(store, job, fire_time), 4))
+        racing.execute(call("cs_claim_v2"), claim_params("racing", due(store, job, fire_time), 4))
         yield racing
 
 
@@ -77,10 +77,11 @@ def test_a_claim_passes_over_an_occurrence_that_a_claim_in_flight_is_inserting(
     _schedule(store, "b", concurrency_policy=policy)
     first = past(1)
     with in_flight(store, "a", first) as racing:
-        _, results = hurried.claim("hurried", due(store, "a", first) + due(store, "b", first), 4)
+        both = due(store, "a", first) + due(store, "b", first)
+        _, results = hurried.claims.claim("hurried", both, 4)
         assert [r.outcome for r in results] == ["contended", "claimed"]
         racing.rollback()
-    _, results = hurried.claim("hurried", due(store, "a", first), 4)
+    _, results = hurried.claims.claim("hurried", due(store, "a", first), 4)
     assert [r.outcome for r in results] == ["claimed"]
     assert {(r["job_name"], r["claimed_by"]) for r in runs(store.dsn)} == {
         ("a", "hurried"), ("b", "hurried")}
@@ -92,10 +93,10 @@ def test_a_forbid_job_that_a_claim_in_flight_holds_is_contended_at_any_occurrenc
     _schedule(store)  # Forbid
     first, second = past(2), past(1)
     with in_flight(store, "job", first) as racing:
-        _, results = hurried.claim("hurried", due(store, "job", second), 4)
+        _, results = hurried.claims.claim("hurried", due(store, "job", second), 4)
         assert [r.outcome for r in results] == ["contended"]
         racing.commit()
-    _, results = hurried.claim("hurried", due(store, "job", second), 4)
+    _, results = hurried.claims.claim("hurried", due(store, "job", second), 4)
     assert [r.outcome for r in results] == ["skipped"]  # busy: the racing run is running
     assert [(r["claimed_by"], r["status"]) for r in runs(store.dsn, "job")] == [
         ("racing", "running"), ("hurried", "skipped")]
@@ -103,7 +104,7 @@ def test_a_forbid_job_that_a_claim_in_flight_holds_is_contended_at_any_occurrenc
 
 def test_claims_are_limited_to_free_slots(store: Store) -> None:
     _schedule(store, concurrency_policy="Allow")
-    _, results = store.claim("a", due(store, "job", *map(past, range(1, 6))), 2)
+    _, results = store.claims.claim("a", due(store, "job", *map(past, range(1, 6))), 2)
     assert [r.outcome for r in results].count("claimed") == 2
     assert [r.outcome for r in results].count("no_capacity") == 3
 
@@ -111,23 +112,24 @@ def test_claims_are_limited_to_free_slots(store: Store) -> None:
 def test_a_future_occurrence_is_not_due_by_the_database_clock(store: Store) -> None:
     _schedule(store)
     future = past(-120)
-    _, results = store.claim("fast-clock", due(store, "job", future), 4)
+    _, results = store.claims.claim("fast-clock", due(store, "job", future), 4)
     assert [r.outcome for r in results] == ["not_due"]
     assert runs(store.dsn) == []
 
 
 def test_disabled_or_not_yet_active_schedules_are_never_claimed(store: Store) -> None:
     _schedule(store, "off", enabled=False)
-    store.upsert_schedule(job_spec(job_name="fresh", schedule="@every 1s"))
-    _, results = store.claim("a", [*due(store, "off", past(5)), *due(store, "fresh", past(5))], 4)
+    store.schedules.upsert(job_spec(job_name="fresh", schedule="@every 1s"))
+    both = [*due(store, "off", past(5)), *due(store, "fresh", past(5))]
+    _, results = store.claims.claim("a", both, 4)
     assert [r.outcome for r in results] == ["inactive", "inactive"]
 
 
 def test_forbid_skips_the_latest_overlapping_occurrence_and_defers_older_ones(store: Store) -> None:
     _schedule(store)
-    _, first = store.claim("a", due(store, "job", past(10)), 4)
+    _, first = store.claims.claim("a", due(store, "job", past(10)), 4)
     assert first[0].outcome == "claimed"
-    _, second = store.claim(
+    _, second = store.claims.claim(
         "b", [*due(store, "job", past(9), latest=False), *due(store, "job", past(8))], 4
     )
     assert [r.outcome for r in second] == ["deferred", "skipped"]
@@ -137,35 +139,35 @@ def test_forbid_skips_the_latest_overlapping_occurrence_and_defers_older_ones(st
 
 def test_allow_runs_overlapping_occurrences_side_by_side(store: Store) -> None:
     _schedule(store, concurrency_policy="Allow")
-    store.claim("a", due(store, "job", past(10)), 4)
-    _, second = store.claim("b", due(store, "job", past(9)), 4)
+    store.claims.claim("a", due(store, "job", past(10)), 4)
+    _, second = store.claims.claim("b", due(store, "job", past(9)), 4)
     assert second[0].outcome == "claimed"
     assert [r["status"] for r in runs(store.dsn)] == ["running", "running"]
 
 
 def test_replace_fences_out_the_running_occurrence(store: Store) -> None:
     _schedule(store, concurrency_policy="Replace")
-    _, first = store.claim("a", due(store, "job", past(10)), 4)
-    store.claim("b", due(store, "job", past(9)), 4)
+    _, first = store.claims.claim("a", due(store, "job", past(10)), 4)
+    store.claims.claim("b", due(store, "job", past(9)), 4)
     old, new = runs(store.dsn)
     assert old["status"] == "failed" and "Replace" in old["error"]
     assert new["status"] == "running"
     lease = first[0].lease
-    assert lease is not None and store.heartbeat("a", [lease]) == set()
+    assert lease is not None and store.claims.heartbeat("a", [lease]) == set()
 
 
 def test_skipped_candidates_are_recorded_with_their_reason(store: Store) -> None:
     _schedule(store)
     skipped = due(store, "job", past(3), want="skipped", reason="missed; policy Latest",
                   latest=False)
-    store.claim("a", skipped, 0)
+    store.claims.claim("a", skipped, 0)
     (row,) = runs(store.dsn)
     assert row["status"] == "skipped" and row["error"] == "missed; policy Latest"
 
 
 def test_the_claim_returns_the_database_clock(store: Store) -> None:
     _schedule(store)
-    db_now, results = store.claim("a", [], 4)
+    db_now, results = store.claims.claim("a", [], 4)
     assert results == []
     assert abs(db_now - store.db_now()) < timedelta(seconds=5)
 
@@ -173,7 +175,7 @@ def test_the_claim_returns_the_database_clock(store: Store) -> None:
 def test_of_a_forbid_jobs_free_occurrences_only_the_oldest_runs(store: Store) -> None:
     _schedule(store, catch_up_policy="All")
     times = [past(3), past(2), past(1)]
-    _, results = store.claim(
+    _, results = store.claims.claim(
         "a", [*due(store, "job", *times[:-1], latest=False), *due(store, "job", times[-1])], 10
     )
     assert [r.outcome for r in results] == ["claimed", "deferred", "deferred"]
@@ -191,9 +193,9 @@ def test_a_stopping_agent_claims_and_reclaims_nothing_once_the_database_answers(
         asked.append(True)
         return False
 
-    assert store.claim("a", due(store, "job", past(3)), 4, stopping) is None
-    store.request_runs("job", [past(2)], "manual")
-    assert store.reclaim("a", ["job"], 4, stopping) == []
+    assert store.claims.claim("a", due(store, "job", past(3)), 4, stopping) is None
+    store.listings.request_runs("job", [past(2)], "manual")
+    assert store.claims.reclaim("a", ["job"], 4, stopping) == []
     assert len(asked) == 2
     assert [r["status"] for r in runs(store.dsn, "job")] == ["pending"]
 
@@ -203,23 +205,23 @@ def test_a_candidate_computed_from_a_schedule_that_changed_since_is_refused(stor
     that is no occurrence of the schedule as it is now."""
     _schedule(store)
     (stale,) = due(store, "job", past(1))  # computed from "@every 1s" as read before the change
-    store.upsert_schedule(job_spec(job_name="job", schedule="@every 7s"))
+    store.schedules.upsert(job_spec(job_name="job", schedule="@every 7s"))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'"
                    " WHERE job_name = 'job'")  # a change long ago, still unknown to the replica
-    _, results = store.claim("a", [stale], 4)
+    _, results = store.claims.claim("a", [stale], 4)
     assert [r.outcome for r in results] == ["stale"]
     assert runs(store.dsn) == []
-    _, results = store.claim("a", due(store, "job", stale.fire_time), 4)
+    _, results = store.claims.claim("a", due(store, "job", stale.fire_time), 4)
     assert [r.outcome for r in results] == ["claimed"]
 
 
 def test_claimsched_agents_warns_when_live_agents_use_different_time_zone_databases(
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store.housekeeping("a", ["job"], {**PRESENCE, "tzdata": "2025b"})
+    store.claims.housekeeping("a", ["job"], {**PRESENCE, "tzdata": "2025b"})
     assert main(["agents", "--dsn", store.dsn, "-o", "wide"]) == 0
     assert "2025b" in capsys.readouterr().out
-    store.housekeeping("b", ["job"], {**PRESENCE, "tzdata": "2026a (the tzdata package)"})
+    store.claims.housekeeping("b", ["job"], {**PRESENCE, "tzdata": "2026a (the tzdata package)"})
     assert main(["agents", "--dsn", store.dsn, "--json"]) == 0
     captured = capsys.readouterr()
     assert {a["tzdata"] for a in json.loads(captured.out)} == {

@@ -267,10 +267,10 @@ def test_listings_read_like_kubectl_with_wide_json_and_yaml(
 ) -> None:
     """A table of what matters, times as ages; `-o wide` adds columns and full times;
     `-o json` (or --json) and `-o yaml` for scripts."""
-    store.upsert_schedule(job_spec(job_name="nightly", schedule="@daily"))
-    store.request_runs("nightly", [store.db_now()], "manual")
-    (lease,) = store.reclaim("r1", ["nightly"], 1)
-    store.complete("r1", [Completion(lease, "failed", "ValueError: boom " + "x" * 300)])
+    store.schedules.upsert(job_spec(job_name="nightly", schedule="@daily"))
+    store.listings.request_runs("nightly", [store.db_now()], "manual")
+    (lease,) = store.claims.reclaim("r1", ["nightly"], 1)
+    store.claims.complete("r1", [Completion(lease, "failed", "ValueError: boom " + "x" * 300)])
     code, out, _ = run(capsys, "runs", "--dsn", dsn)
     assert code == 0
     header, row = out.splitlines()

@@ -35,7 +35,7 @@ def lines(text: str) -> list[str]:
 @pytest.fixture
 def report(store: Store) -> str:
     """A daily job with no agent yet."""
-    store.upsert_schedule(job_spec(job_name="report", schedule="@daily", source="cli"))
+    store.schedules.upsert(job_spec(job_name="report", schedule="@daily", source="cli"))
     return "report"
 
 

@@ -94,7 +94,8 @@ def _claim_one(store: Store, job: str) -> Lease:
     """Claim the job's latest due occurrence (the schedule starts afresh when written)."""
 
     def attempt() -> Lease | None:
-        claimed = store.claim("a1", due(store, job, store.db_now().replace(microsecond=0)), 1)
+        now = store.db_now().replace(microsecond=0)
+        claimed = store.claims.claim("a1", due(store, job, now), 1)
         assert claimed is not None
         (result,) = claimed[1]
         return result.lease
@@ -117,18 +118,18 @@ def test_through_pgbouncer_in_transaction_mode_nothing_lasts_beyond_a_transactio
                 # inside our transaction, our settings hold
                 assert _settings(conn)["search_path"] == '"claimsched", public'  # type: ignore[arg-type]
                 assert _settings(conn)["synchronous_commit"] == "on"  # type: ignore[arg-type]
-            store.upsert_schedule(_spec("tick"))
+            store.schedules.upsert(_spec("tick"))
             for _ in range(8):  # past psycopg's prepare threshold (5)
-                assert store.load_schedules()[0].job_name == "tick"
-                store.heartbeat("a1", [])
+                assert store.schedules.load()[0].job_name == "tick"
+                store.claims.heartbeat("a1", [])
             lease = _claim_one(store, "tick")
-            assert store.heartbeat("a1", [lease]) == {lease.id}
+            assert store.claims.heartbeat("a1", [lease]) == {lease.id}
             # a receipt held open across the caller's block: a savepoint in our transaction
             with store.receipts.hold("a1", lease, "once") as (owned, inserted):
                 assert owned and inserted
             assert store.receipts.record("a1", lease, "once") == (True, False)
-            assert store.release("a1", [lease]) == 1  # counts what it changed
-            assert store.disable_schedule("tick")
+            assert store.claims.release("a1", [lease]) == 1  # counts what it changed
+            assert store.schedules.disable("tick")
             # another client of the same (only) server connection sees none of it
             with psycopg.connect(pooled, autocommit=True, prepare_threshold=None) as other:
                 left = _settings(other)  # type: ignore[arg-type]
@@ -188,7 +189,7 @@ def test_an_agent_behind_pgbouncer_hears_of_a_manual_run_promptly(
         with agent:
             store = Store(bouncer.dsn_for(dsn))
             try:
-                store.request_runs("report", [store.db_now()], "manual")
+                store.listings.request_runs("report", [store.db_now()], "manual")
             finally:
                 store.close()
             # neither the schedule refresh nor housekeeping (600 s) can be what woke it
@@ -209,7 +210,7 @@ def test_dsn_options_win_over_claimsched_defaults(dsn: str) -> None:
 def test_the_listener_listens_again_after_a_restart_and_reports_what_it_missed() -> None:
     with TemporaryPostgres() as pg:
         store = Store(pg.dsn)
-        store.migrate()
+        store.admin.migrate()
         store.open()
         listener = store.listener()
         try:

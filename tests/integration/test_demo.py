@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from claimsched.db import Store
+from claimsched.db import RunRow, Store
 from claimsched.schedule.schedules import parse_schedule
 from claimsched.tools.demo import app
 from claimsched.tools.demo.fleet import Fleet
@@ -176,8 +176,10 @@ def test_the_verdict_fails_on_a_duplicate_effect_or_a_missed_occurrence() -> Non
     end = since + timedelta(seconds=10)
     windows = {app.REPORT: (parse_schedule("@every 2s"), since)}
     fire_times = parse_schedule("@every 2s").between(since, end)
-    runs = [{"job_name": app.REPORT, "fire_time": t, "kind": "scheduled", "status": "done",
-             "attempt": 2 if i == 0 else 1, "orphan_count": 1 if i == 0 else 0}
+    runs = [RunRow(id=i, job_name=app.REPORT, fire_time=t, kind="scheduled", status="done",
+                   claimed_by="r1", attempt=2 if i == 0 else 1, started_at=None,
+                   finished_at=None, lease_until=None, orphan_count=1 if i == 0 else 0,
+                   retry_at=None, error=None, superseded=[])
             for i, t in enumerate(fire_times)]
     ledger = [(app.REPORT, t, customer, "r1", 1) for t in fire_times for customer in app.CUSTOMERS]
     seen = Observations()
@@ -214,14 +216,14 @@ def test_the_replica_table_counts_the_runs_each_replica_starts(dsn: str, tmp_pat
         wait_for(started, timeout=20, what=f"a run start in r1's log ({replica.log})")
         fleet.stop(grace=5)
         started()
-        done = [r for r in store.list_runs(limit=1000) if r["status"] == "done"]
+        done = [r for r in store.listings.runs(limit=1000) if r.status == "done"]
     finally:
         fleet.kill()
         store.close()
-    assert done and all(r["claimed_by"] == "r1" for r in done)
+    assert done and all(r.claimed_by == "r1" for r in done)
     assert seen.starts["r1"] >= len(done)
     assert {key for key, owners in seen.owners.items() if owners.get(1) == "r1"} >= {
-        (r["job_name"], r["fire_time"]) for r in done if r["attempt"] == 1
+        (r.job_name, r.fire_time) for r in done if r.attempt == 1
     }
 
 

@@ -71,14 +71,14 @@ def _past_days(store: Store, count: int) -> list[datetime]:
 def _reclaims_of(agent: Agent) -> list[int]:
     """How many runs each reclaim statement of `agent` took, in order (from now on)."""
     reclaims: list[int] = []
-    reclaim = agent.store.reclaim
+    reclaim = agent.store.claims.reclaim
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         found = reclaim(*args, **kwargs)
         reclaims.append(len(found))
         return found
 
-    agent.store.reclaim = counted  # type: ignore[method-assign]
+    agent.store.claims.reclaim = counted  # type: ignore[method-assign]
     return reclaims
 
 
@@ -97,7 +97,7 @@ def test_an_allow_jobs_backfill_drains_max_concurrency_at_a_time_long_before_hou
     overlap = Overlap()
     _agent(agents, dsn, "a", "report", lambda run: overlap.run(0.2),
            concurrency_policy="Allow")
-    store.request_runs("report", _past_days(store, BACKLOG), "backfill")
+    store.listings.request_runs("report", _past_days(store, BACKLOG), "backfill")
     wait_for(lambda: _drained(dsn, "report"), timeout=DRAINED, log=_counts(dsn, "report"),
              what=f"{BACKLOG} backfilled runs done, with no housekeeping period in between")
     assert overlap.peak == 4  # every slot took part, never more
@@ -108,7 +108,7 @@ def test_a_forbid_jobs_backfill_drains_one_run_after_another_long_before_houseke
 ) -> None:
     overlap = Overlap()
     _agent(agents, dsn, "a", "report", lambda run: overlap.run(0.05))
-    store.request_runs("report", _past_days(store, BACKLOG), "backfill")
+    store.listings.request_runs("report", _past_days(store, BACKLOG), "backfill")
     wait_for(lambda: _drained(dsn, "report"), timeout=DRAINED, log=_counts(dsn, "report"),
              what=f"{BACKLOG} backfilled runs done, with no housekeeping period in between")
     assert overlap.peak == 1
@@ -125,7 +125,7 @@ def test_every_agent_takes_part_in_a_big_backfill(
     for name in ("a", "b"):
         _agent(agents, dsn, name, "report", lambda run: time.sleep(0.2),
                concurrency_policy="Allow")
-    store.request_runs("report", _past_days(store, BACKLOG), "backfill")
+    store.listings.request_runs("report", _past_days(store, BACKLOG), "backfill")
     wait_for(lambda: _drained(dsn, "report"), timeout=DRAINED, log=_counts(dsn, "report"),
              what=f"{BACKLOG} backfilled runs done, with no housekeeping period in between")
     owners = [r["claimed_by"] for r in runs(dsn, "report")]
@@ -149,7 +149,7 @@ def test_a_retried_run_and_the_runs_queued_behind_it_are_taken_as_they_fall_due(
     agents.append(agent)
     agent.job("report", schedule="@daily", retry_on_failure=True, max_attempts=3)(flaky)
     agent.start()
-    store.request_runs("report", _past_days(store, BACKLOG), "backfill")
+    store.listings.request_runs("report", _past_days(store, BACKLOG), "backfill")
     wait_for(lambda: _drained(dsn, "report"), timeout=DRAINED, log=_counts(dsn, "report"),
              what=f"{BACKLOG} backfilled runs done, the failed one retried")
     assert sorted(r["attempt"] for r in runs(dsn, "report"))[-1] == 2
@@ -181,7 +181,7 @@ def test_a_forbid_jobs_lone_request_looks_once_more_when_it_ends_and_then_stops(
     agent.job("report", schedule="@yearly")(lambda run: None)
     reclaims = _reclaims_of(agent)
     agent.start()
-    store.request_runs("report", [store.db_now()], "manual")
+    store.listings.request_runs("report", [store.db_now()], "manual")
 
     def looked_again() -> list[int] | None:
         """After the look that took the request, one that found nothing (a housekeeping sweep

@@ -80,10 +80,10 @@ def write(conn):
 
 
 def _claimed(store: Store) -> Lease:
-    store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s", lease_seconds=30,
+    store.schedules.upsert(job_spec(job_name="job", schedule="@every 1s", lease_seconds=30,
                                    heartbeat_seconds=10))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
-    _, results = store.claim("a", due(store, "job", past(5)), 4)
+    _, results = store.claims.claim("a", due(store, "job", past(5)), 4)
     assert results[0].lease is not None
     return results[0].lease
 
@@ -113,8 +113,8 @@ def test_a_crash_between_receipt_and_effect_gives_what_each_form_promises(
     lease = _claimed(store)
     assert _replica(store, "a", lease, form, crash=True) == -signal.SIGKILL
     sql(store.dsn, "UPDATE job_runs SET lease_until = now() - interval '1 second'")
-    store.housekeeping("b", ["job"], PRESENCE)
-    (taken,) = store.reclaim("b", ["job"], 4)
+    store.claims.housekeeping("b", ["job"], PRESENCE)
+    (taken,) = store.claims.reclaim("b", ["job"], 4)
     assert taken.attempt == 2
     assert _replica(store, "b", taken, form, crash=False) == 0
     effects = sql(store.dsn, "SELECT (SELECT count(*) FROM public.external)"

@@ -14,8 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from claimsched.db import Store, connect
-from claimsched.db.queries import query
-from claimsched.db.store import claim_params
+from claimsched.db.arrays import claim_params
+from claimsched.db.queries import call
 from claimsched.records import ClaimResult, Completion, Lease
 from claimsched.schedule.specs import job_spec
 from tests.helpers.polling import wait_for
@@ -24,12 +24,12 @@ from .support import PRESENCE, due, past, runs, sql
 
 
 def _schedule(store: Store, name: str = "job", **fields: object) -> None:
-    store.upsert_schedule(job_spec(job_name=name, schedule="@every 1s", **fields))
+    store.schedules.upsert(job_spec(job_name=name, schedule="@every 1s", **fields))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
 
 
 def _claim(store: Store, agent: str, fire_time: datetime, latest: bool = True) -> ClaimResult:
-    _, (result,) = store.claim(agent, due(store, "job", fire_time, latest=latest), 4)
+    _, (result,) = store.claims.claim(agent, due(store, "job", fire_time, latest=latest), 4)
     return result
 
 
@@ -80,7 +80,7 @@ def test_two_claims_of_different_occurrences_racing_on_two_connections_let_one_w
     first, second = past(3), past(2)
     params = claim_params("a", due(store, "job", first), 4)
     rows, contender = _while_held(
-        store.dsn, query("claim"), params, lambda: _claim(store, "b", second)
+        store.dsn, call("cs_claim_v2"), params, lambda: _claim(store, "b", second)
     )
     assert [row[2] for row in rows] == ["claimed"]
     assert contender.outcome == "contended"
@@ -98,7 +98,7 @@ def _race(dsn: str, job: str, occurrences: list[datetime]) -> list[ClaimResult]:
 
     def replica(mine: Store, fire_time: datetime, index: int) -> None:
         start.wait()
-        _, results = mine.claim(f"r{index}", due(mine, job, fire_time, latest=False), 4)
+        _, results = mine.claims.claim(f"r{index}", due(mine, job, fire_time, latest=False), 4)
         won.extend(r for r in results if r.outcome == "claimed")
 
     threads = [
@@ -135,8 +135,8 @@ def test_a_claim_sees_a_run_whose_lease_expired_before_the_reaper_did_as_busy(
     _expire(store.dsn)
     assert _claim(store, "b", newer).outcome == "skipped"
     assert _claim(store, "b", new, latest=False).outcome == "deferred"
-    store.housekeeping("b", ["job"], PRESENCE)
-    (taken,) = store.reclaim("b", ["job"], 4)
+    store.claims.housekeeping("b", ["job"], PRESENCE)
+    (taken,) = store.claims.reclaim("b", ["job"], 4)
     assert taken.fire_time == old and taken.attempt == 2
     assert _in_progress(store.dsn) == [(old, "running")]
 
@@ -146,7 +146,7 @@ def test_an_orphan_awaiting_reclaim_keeps_a_forbid_job_busy(store: Store) -> Non
     old = past(10)
     _claim(store, "a", old)
     _expire(store.dsn)
-    assert store.housekeeping("b", ["job"], PRESENCE).orphaned == 1
+    assert store.claims.housekeeping("b", ["job"], PRESENCE).orphaned == 1
     assert _claim(store, "b", past(5)).outcome == "skipped"
     assert _in_progress(store.dsn) == [(old, "orphaned")]
 
@@ -157,12 +157,12 @@ def test_an_orphan_is_not_reclaimed_beside_a_newer_running_occurrence(store: Sto
     old, new = past(10), past(5)
     _claim(store, "a", old)
     _expire(store.dsn)
-    store.housekeeping("b", ["job"], PRESENCE)
+    store.claims.housekeeping("b", ["job"], PRESENCE)
     sql(store.dsn, "INSERT INTO job_runs (job_name, fire_time, status, claimed_by, lease_until, "
                    "attempt, started_at) "
                    "VALUES ('job', %s, 'running', 'b', now() + interval '1 minute', 1, now())",
         [new])
-    assert store.reclaim("c", ["job"], 4) == []
+    assert store.claims.reclaim("c", ["job"], 4) == []
     assert _in_progress(store.dsn) == [(old, "orphaned"), (new, "running")]
 
 
@@ -173,10 +173,10 @@ def test_of_two_orphans_left_by_older_code_the_oldest_is_reclaimed(store: Store)
     _claim(store, "a", new)
     sql(store.dsn, "UPDATE job_schedule SET concurrency_policy = 'Forbid'")
     _expire(store.dsn)
-    store.housekeeping("b", ["job"], PRESENCE)
-    (taken,) = store.reclaim("b", ["job"], 4)
+    store.claims.housekeeping("b", ["job"], PRESENCE)
+    (taken,) = store.claims.reclaim("b", ["job"], 4)
     assert taken.fire_time == old
-    assert store.reclaim("c", ["job"], 4) == []
+    assert store.claims.reclaim("c", ["job"], 4) == []
 
 
 def test_backfilled_manual_and_retried_runs_of_a_forbid_job_run_one_at_a_time(
@@ -185,23 +185,23 @@ def test_backfilled_manual_and_retried_runs_of_a_forbid_job_run_one_at_a_time(
     """(c) Requests and retries take the same path as orphans: one in progress at a time."""
     _schedule(store, retry_on_failure=True)
     backfill = [past(30), past(20), past(15)]
-    store.request_runs("job", backfill, "backfill")
-    (first,) = store.reclaim("a", ["job"], 10)
+    store.listings.request_runs("job", backfill, "backfill")
+    (first,) = store.claims.reclaim("a", ["job"], 10)
     assert first.fire_time == backfill[0]
-    assert store.reclaim("b", ["job"], 10) == []
+    assert store.claims.reclaim("b", ["job"], 10) == []
     assert _claim(store, "b", past(1)).outcome == "skipped"
-    store.complete("a", [Completion(first, "failed", "boom", backoff_seconds=0)])
-    (second,) = store.reclaim("b", ["job"], 10)
+    store.claims.complete("a", [Completion(first, "failed", "boom", backoff_seconds=0)])
+    (second,) = store.claims.reclaim("b", ["job"], 10)
     assert second.fire_time == backfill[0] and second.attempt == 2  # the due retry, first
-    store.request_runs("job", [store.db_now()], "manual")
-    assert store.reclaim("c", ["job"], 10) == []
-    store.complete("b", [Completion(second, "done")])
+    store.listings.request_runs("job", [store.db_now()], "manual")
+    assert store.claims.reclaim("c", ["job"], 10) == []
+    store.claims.complete("b", [Completion(second, "done")])
     taken: list[Lease] = []
     while len(taken) < 3:
-        (lease,) = store.reclaim("c", ["job"], 10)
+        (lease,) = store.claims.reclaim("c", ["job"], 10)
         assert len(_in_progress(store.dsn)) == 1
         taken.append(lease)
-        store.complete("c", [Completion(lease, "done")])
+        store.claims.complete("c", [Completion(lease, "done")])
     assert [t.kind for t in taken] == ["backfill", "backfill", "manual"]
     assert [r["status"] for r in runs(store.dsn)].count("done") == 4
 
@@ -211,10 +211,10 @@ def test_a_request_being_taken_makes_a_racing_claim_contended_then_it_sees_it(
 ) -> None:
     _schedule(store)
     requested, due_now = past(30), past(2)
-    store.request_runs("job", [requested], "backfill")
+    store.listings.request_runs("job", [requested], "backfill")
     params = {"agent_id": "a", "jobs": ["job"], "capacity": 4}
     rows, contender = _while_held(
-        store.dsn, query("reclaim"), params, lambda: _claim(store, "b", due_now)
+        store.dsn, call("cs_reclaim_v2"), params, lambda: _claim(store, "b", due_now)
     )
     assert len(rows) == 1
     assert contender.outcome == "contended"

@@ -19,9 +19,9 @@ from .support import PRESENCE, due, past, runs, sql
 
 
 def _claimed(store: Store, agent: str = "a", ago: float = 5, **fields: object) -> Lease:
-    store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s", **fields))
+    store.schedules.upsert(job_spec(job_name="job", schedule="@every 1s", **fields))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
-    _, results = store.claim(agent, due(store, "job", past(ago)), 4)
+    _, results = store.claims.claim(agent, due(store, "job", past(ago)), 4)
     assert results[0].lease is not None
     return results[0].lease
 
@@ -41,7 +41,7 @@ def _expire(store: Store) -> None:
 def test_heartbeat_renews_owned_leases_in_one_statement(store: Store) -> None:
     lease = _claimed(store)
     before = runs(store.dsn)[0]["lease_until"]
-    assert store.heartbeat("a", [lease]) == {lease.id}
+    assert store.claims.heartbeat("a", [lease]) == {lease.id}
     assert runs(store.dsn)[0]["lease_until"] >= before
 
 
@@ -50,22 +50,22 @@ def test_an_expired_lease_becomes_an_orphan_and_is_reclaimed_with_the_next_attem
 ) -> None:
     lease = _claimed(store)
     _expire(store)
-    found = store.housekeeping("b", ["job"], PRESENCE)
+    found = store.claims.housekeeping("b", ["job"], PRESENCE)
     assert found.orphaned == 1 and found.claimable
     (row,) = runs(store.dsn)
     assert row["status"] == "orphaned" and row["orphan_count"] == 1
-    (taken,) = store.reclaim("b", ["job"], 4)
+    (taken,) = store.claims.reclaim("b", ["job"], 4)
     assert taken.id == lease.id and taken.attempt == 2
-    assert store.heartbeat("a", [lease]) == set()
+    assert store.claims.heartbeat("a", [lease]) == set()
 
 
 def test_a_paused_replica_cannot_complete_a_reclaimed_run(store: Store) -> None:
     lease = _claimed(store)
     _expire(store)
-    store.housekeeping("b", ["job"], PRESENCE)
-    (taken,) = store.reclaim("b", ["job"], 4)
-    assert store.complete("a", [Completion(lease, "done")]) == {}
-    assert store.complete("b", [Completion(taken, "done")]) == {taken.id: None}
+    store.claims.housekeeping("b", ["job"], PRESENCE)
+    (taken,) = store.claims.reclaim("b", ["job"], 4)
+    assert store.claims.complete("a", [Completion(lease, "done")]) == {}
+    assert store.claims.complete("b", [Completion(taken, "done")]) == {taken.id: None}
     (row,) = runs(store.dsn)
     assert (row["status"], row["claimed_by"], row["attempt"]) == ("done", "b", 2)
 
@@ -85,10 +85,10 @@ def test_a_finished_run_is_recorded_after_its_lease_ran_out_while_nobody_took_it
     attempt fence the completion; the lease does not have to be alive."""
     lease = _claimed(store, lease_seconds=1, heartbeat_seconds=1)
     _lease_ran_out(store)
-    assert store.complete("a", [Completion(lease, "done")]) == {lease.id: None}
+    assert store.claims.complete("a", [Completion(lease, "done")]) == {lease.id: None}
     (row,) = runs(store.dsn)
     assert (row["status"], row["claimed_by"], row["attempt"]) == ("done", "a", 1)
-    assert store.reclaim("b", ["job"], 4) == []
+    assert store.claims.reclaim("b", ["job"], 4) == []
 
 
 def test_a_finished_run_is_recorded_after_the_reaper_orphaned_it_but_before_a_reclaim(
@@ -96,21 +96,21 @@ def test_a_finished_run_is_recorded_after_the_reaper_orphaned_it_but_before_a_re
 ) -> None:
     lease = _claimed(store, lease_seconds=1, heartbeat_seconds=1)
     _lease_ran_out(store)
-    assert store.housekeeping("b", ["job"], PRESENCE).orphaned == 1
-    assert store.complete("a", [Completion(lease, "done")]) == {lease.id: None}
+    assert store.claims.housekeeping("b", ["job"], PRESENCE).orphaned == 1
+    assert store.claims.complete("a", [Completion(lease, "done")]) == {lease.id: None}
     assert runs(store.dsn)[0]["status"] == "done"
-    assert store.reclaim("b", ["job"], 4) == []
+    assert store.claims.reclaim("b", ["job"], 4) == []
 
 
 def test_a_late_completion_is_refused_once_another_agent_reclaimed_the_run(store: Store) -> None:
     lease = _claimed(store, lease_seconds=1, heartbeat_seconds=1)
     _lease_ran_out(store)
-    store.housekeeping("b", ["job"], PRESENCE)
-    (taken,) = store.reclaim("b", ["job"], 4)
-    assert store.complete("a", [Completion(lease, "done")]) == {}
+    store.claims.housekeeping("b", ["job"], PRESENCE)
+    (taken,) = store.claims.reclaim("b", ["job"], 4)
+    assert store.claims.complete("a", [Completion(lease, "done")]) == {}
     (row,) = runs(store.dsn)
     assert (row["status"], row["claimed_by"], row["attempt"]) == ("running", "b", 2)
-    assert store.complete("b", [Completion(taken, "done")]) == {taken.id: None}
+    assert store.claims.complete("b", [Completion(taken, "done")]) == {taken.id: None}
 
 
 def test_a_run_failed_past_max_runtime_stays_failed_when_its_handler_finishes_late(
@@ -118,8 +118,8 @@ def test_a_run_failed_past_max_runtime_stays_failed_when_its_handler_finishes_la
 ) -> None:
     lease = _claimed(store, max_runtime_seconds=1)
     sql(store.dsn, "UPDATE job_runs SET started_at = now() - interval '5 seconds'")
-    assert store.housekeeping("b", ["job"], PRESENCE).overdue == 1
-    assert store.complete("a", [Completion(lease, "done")]) == {}
+    assert store.claims.housekeeping("b", ["job"], PRESENCE).overdue == 1
+    assert store.claims.complete("a", [Completion(lease, "done")]) == {}
     assert runs(store.dsn)[0]["status"] == "failed"
 
 
@@ -136,8 +136,8 @@ def test_an_effect_is_recorded_once_per_occurrence_across_attempts(store: Store)
     assert _effects(store, "a", lease).record("mail:1") is True
     assert _effects(store, "a", lease).record("mail:1") is False
     _expire(store)
-    store.housekeeping("b", ["job"], PRESENCE)
-    (taken,) = store.reclaim("b", ["job"], 4)
+    store.claims.housekeeping("b", ["job"], PRESENCE)
+    (taken,) = store.claims.reclaim("b", ["job"], 4)
     assert _effects(store, "b", taken).record("mail:1") is False
     assert _effects(store, "b", taken).record("mail:2") is True
 
@@ -183,54 +183,55 @@ def test_once_commits_the_receipt_only_when_the_block_succeeds(store: Store) -> 
 def test_orphans_out_of_attempts_fail_for_good(store: Store) -> None:
     _claimed(store, max_attempts=1)
     _expire(store)
-    found = store.housekeeping("b", ["job"], PRESENCE)
+    found = store.claims.housekeeping("b", ["job"], PRESENCE)
     assert (found.orphaned, found.exhausted, found.claimable) == (0, 1, False)
     (row,) = runs(store.dsn)
     assert row["status"] == "failed" and "attempts exhausted" in row["error"]
-    assert store.reclaim("b", ["job"], 4) == []
+    assert store.claims.reclaim("b", ["job"], 4) == []
 
 
 def test_a_failure_is_retried_after_backoff_while_attempts_remain(store: Store) -> None:
     lease = _claimed(store, retry_on_failure=True, max_attempts=2)
-    recorded = store.complete("a", [Completion(lease, "failed", "boom", backoff_seconds=0)])
+    recorded = store.claims.complete("a", [Completion(lease, "failed", "boom", backoff_seconds=0)])
     assert recorded[lease.id] is not None
-    (retry,) = store.reclaim("b", ["job"], 4)
+    (retry,) = store.claims.reclaim("b", ["job"], 4)
     assert retry.attempt == 2
-    assert store.complete("b", [Completion(retry, "failed", "boom again", 0)]) == {retry.id: None}
-    assert store.reclaim("b", ["job"], 4) == []
+    again = Completion(retry, "failed", "boom again", 0)
+    assert store.claims.complete("b", [again]) == {retry.id: None}
+    assert store.claims.reclaim("b", ["job"], 4) == []
     assert runs(store.dsn)[0]["status"] == "failed"
 
 
 def test_a_run_past_max_runtime_is_failed_and_fenced_out(store: Store) -> None:
     lease = _claimed(store, max_runtime_seconds=1)
     sql(store.dsn, "UPDATE job_runs SET started_at = now() - interval '5 seconds'")
-    found = store.housekeeping("b", ["job"], PRESENCE)
+    found = store.claims.housekeeping("b", ["job"], PRESENCE)
     assert found.overdue == 1
     assert "max_runtime" in runs(store.dsn)[0]["error"]
-    assert store.heartbeat("a", [lease]) == set()
+    assert store.claims.heartbeat("a", [lease]) == set()
 
 
 def test_released_runs_are_orphaned_at_once_for_another_replica(store: Store) -> None:
     lease = _claimed(store)
-    assert store.release("a", [lease]) == 1
-    assert store.housekeeping("a", ["job"], PRESENCE).orphaned == 1
-    (taken,) = store.reclaim("b", ["job"], 4)
+    assert store.claims.release("a", [lease]) == 1
+    assert store.claims.housekeeping("a", ["job"], PRESENCE).orphaned == 1
+    (taken,) = store.claims.reclaim("b", ["job"], 4)
     assert taken.attempt == 2
 
 
 def test_a_hand_back_that_loses_a_deadlock_is_retried(store: Store) -> None:
     """Found by the chaos soak (--lapse-partitions): a stopping agent's hand-back lost a deadlock
     to another statement updating the same runs and gave up, leaving them to their leases."""
-    store.upsert_schedule(
+    store.schedules.upsert(
         job_spec(job_name="job", schedule="@every 1s", concurrency_policy="Allow")
     )
-    store.request_runs("job", [past(30), past(20)], "manual")
-    first, second = sorted(store.reclaim("a", ["job"], 10), key=lambda lease: lease.id)
+    store.listings.request_runs("job", [past(30), past(20)], "manual")
+    first, second = sorted(store.claims.reclaim("a", ["job"], 10), key=lambda lease: lease.id)
     outcome: dict[str, object] = {}
 
     def hand_back() -> None:
         try:
-            outcome["released"] = store.release("a", [first, second])
+            outcome["released"] = store.claims.release("a", [first, second])
         except DatabaseError as exc:
             outcome["released"] = exc
 
@@ -257,26 +258,27 @@ def _waiting_on_locks(dsn: str) -> int:
 
 
 def test_a_requested_occurrence_does_not_start_before_its_fire_time(store: Store) -> None:
-    store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s"))
+    store.schedules.upsert(job_spec(job_name="job", schedule="@every 1s"))
     (soon,) = sql(store.dsn, "SELECT date_trunc('second', now()) + interval '3 seconds'")[0]
-    assert store.request_runs("job", [soon], "backfill") == [soon]
-    assert store.reclaim("a", ["job"], 4) == []
-    assert not store.housekeeping("a", ["job"], PRESENCE).claimable
-    (taken,) = wait_for(lambda: store.reclaim("a", ["job"], 4), timeout=10, what="the fire time")
+    assert store.listings.request_runs("job", [soon], "backfill") == [soon]
+    assert store.claims.reclaim("a", ["job"], 4) == []
+    assert not store.claims.housekeeping("a", ["job"], PRESENCE).claimable
+    (taken,) = wait_for(lambda: store.claims.reclaim("a", ["job"], 4), timeout=10,
+                        what="the fire time")
     assert taken.fire_time == soon and taken.started_at >= soon
 
 
 def test_trigger_and_backfill_requests_run_once(store: Store) -> None:
-    store.upsert_schedule(
+    store.schedules.upsert(
         job_spec(job_name="job", schedule="@every 1s", concurrency_policy="Allow")
     )
     times = [past(30), past(20)]
-    assert store.request_runs("job", times, "backfill") == times
-    assert store.request_runs("job", times, "backfill") == []
-    taken = store.reclaim("a", ["job"], 10)
+    assert store.listings.request_runs("job", times, "backfill") == times
+    assert store.listings.request_runs("job", times, "backfill") == []
+    taken = store.claims.reclaim("a", ["job"], 10)
     assert sorted(t.fire_time for t in taken) == times
     assert all(t.attempt == 1 and t.kind == "backfill" for t in taken)
-    assert store.reclaim("b", ["job"], 10) == []
+    assert store.claims.reclaim("b", ["job"], 10) == []
 
 
 def test_a_run_whose_receipt_is_being_written_is_not_reclaimed_until_it_commits(
@@ -289,9 +291,9 @@ def test_a_run_whose_receipt_is_being_written_is_not_reclaimed_until_it_commits(
     with _effects(store, "a", lease).once("mail:1") as first:
         assert first
         _expire(store)
-        store.housekeeping("b", ["job"], PRESENCE)
-        assert store.reclaim("b", ["job"], 4) == []   # the receipt holds the fencing token
-    (taken,) = store.reclaim("b", ["job"], 4)          # committed: now it may be taken over
+        store.claims.housekeeping("b", ["job"], PRESENCE)
+        assert store.claims.reclaim("b", ["job"], 4) == []   # the receipt holds the fencing token
+    (taken,) = store.claims.reclaim("b", ["job"], 4)          # committed: now it may be taken over
     assert taken.attempt == 2
     assert _effects(store, "b", taken).record("mail:1") is False
     assert sql(store.dsn, "SELECT attempt FROM job_effects") == [(1,)]
@@ -303,8 +305,8 @@ def test_a_frozen_receipt_is_ended_by_the_server_after_a_lease(store: Store) -> 
     lease = _claimed(store, lease_seconds=3, heartbeat_seconds=1)
     with pytest.raises(DatabaseError), _effects(store, "a", lease).once("mail:1"):
         _expire(store)
-        store.housekeeping("b", ["job"], PRESENCE)
-        wait_for(lambda: store.reclaim("b", ["job"], 4), "the frozen receipt to be ended",
+        store.claims.housekeeping("b", ["job"], PRESENCE)
+        wait_for(lambda: store.claims.reclaim("b", ["job"], 4), "the frozen receipt to be ended",
                  timeout=10)
     assert sql(store.dsn, "SELECT count(*) FROM job_effects") == [(0,)]
     assert sql(store.dsn, "SELECT attempt, claimed_by FROM job_runs") == [(2, "b")]
@@ -319,8 +321,8 @@ def test_a_receipt_in_a_repeatable_read_transaction_is_refused_once_the_run_was_
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         conn.execute("SELECT count(*) FROM claimsched.job_runs")  # the snapshot is taken
         _expire(store)
-        store.housekeeping("b", ["job"], PRESENCE)
-        (taken,) = store.reclaim("b", ["job"], 4)
+        store.claims.housekeeping("b", ["job"], PRESENCE)
+        (taken,) = store.claims.reclaim("b", ["job"], 4)
         assert taken.attempt == 2
         with pytest.raises(LeaseLost):
             _effects(store, "a", lease).record("mail:1", conn=conn)

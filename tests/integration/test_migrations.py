@@ -23,7 +23,7 @@ def test_fifty_processes_migrating_at_once_migrate_once(empty_dsn: str) -> None:
 
     def migrate() -> None:
         try:
-            results.append(Store(empty_dsn).migrate())
+            results.append(Store(empty_dsn).admin.migrate())
         except BaseException as exc:  # collected and asserted below
             errors.append(exc)
 
@@ -47,14 +47,14 @@ def test_a_version_1_database_with_runs_is_upgraded_to_forbids_guard(empty_dsn: 
         conn.execute("INSERT INTO job_schedule (job_name, schedule) VALUES ('job', '@daily')")
         conn.execute("INSERT INTO job_runs (job_name, fire_time, status, claimed_by) "
                      "VALUES ('job', now(), 'running', 'a')")
-    assert Store(empty_dsn).migrate() == [version for version, _, _ in migration_files()][1:]
+    assert Store(empty_dsn).admin.migrate() == [version for version, _, _ in migration_files()][1:]
     assert sql(empty_dsn, "SELECT job_name, status FROM forbid_in_progress('{job}')") == [
         ("job", "running")
     ]
 
 
 def test_migrate_is_idempotent_and_creates_partitions_ahead(dsn: str) -> None:
-    assert Store(dsn).migrate() == []
+    assert Store(dsn).admin.migrate() == []
     names = [r[0] for r in sql(dsn, "SELECT relname FROM pg_class WHERE relname ~ '^job_runs_p'")]
     assert len(names) >= 4
 
@@ -62,10 +62,10 @@ def test_migrate_is_idempotent_and_creates_partitions_ahead(dsn: str) -> None:
 def test_an_older_or_newer_schema_is_refused_with_a_clear_error(store: Store) -> None:
     sql(store.dsn, "INSERT INTO schema_version VALUES (%s)", [SCHEMA_VERSION + 1])
     with pytest.raises(SchemaMismatch, match="newer than this claimsched"):
-        store.check_version()
+        store.admin.check_version()
     sql(store.dsn, "DELETE FROM schema_version")
     with pytest.raises(SchemaMismatch, match="run `claimsched migrate`"):
-        store.check_version()
+        store.admin.check_version()
 
 
 def test_maintenance_moves_strays_out_of_the_default_partition_and_drops_old_history(
@@ -84,9 +84,9 @@ def test_maintenance_moves_strays_out_of_the_default_partition_and_drops_old_his
         "('j', now() - interval '200 days', 'done'), ('j', now(), 'done')",
         [ahead],
     )
-    summary = Store(store.dsn).maintain(retention_days=90)
-    assert summary["partitions_created"] == [partition]
-    assert summary["default_rows_purged"] == 1
+    summary = Store(store.dsn).admin.maintain(retention_days=90)
+    assert summary.partitions_created == [partition]
+    assert summary.default_rows_purged == 1
     where = sql(store.dsn, "SELECT tableoid::regclass::text FROM job_runs ORDER BY fire_time")
     assert where[-1] == (partition,)
     assert len(where) == 2
@@ -122,7 +122,8 @@ def test_maintenance_takes_its_locks_in_the_order_statements_do_and_never_deadlo
 
     def maintain() -> None:
         try:
-            Store(make_conninfo(store.dsn, application_name="maintenance")).maintain(retention)
+            maintenance = make_conninfo(store.dsn, application_name="maintenance")
+            Store(maintenance).admin.maintain(retention)
         except BaseException as exc:
             errors.append(exc)
 

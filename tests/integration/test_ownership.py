@@ -27,24 +27,25 @@ def test_each_writer_is_refused_by_the_owner_it_may_not_override(dsn: str, store
     other = job_spec(job_name="j", schedule="@every 4h", source="operator", owner="b/j")
     owned = OwnedSchedules(store)
 
-    assert store.upsert_schedule(code) == Written("created")
+    assert store.schedules.upsert(code) == Written("created")
     assert owned.sync(crd) == Written("unchanged", held_by="a code declaration")
-    assert store.upsert_schedule(cli) == Written("updated")  # the CLI overrides code
-    assert store.upsert_schedule(code) == Written("unchanged", held_by="the CLI (claimsched apply)")
+    assert store.schedules.upsert(cli) == Written("updated")  # the CLI overrides code
+    held = Written("unchanged", held_by="the CLI (claimsched apply)")
+    assert store.schedules.upsert(code) == held
     assert owned.sync(crd) == Written("unchanged", held_by="the CLI (claimsched apply)")
     assert owner(dsn) == [("@every 2h", True, "cli", None)]
 
     sql(dsn, "DELETE FROM job_schedule")
     assert owned.sync(crd) == Written("created")
     for refused in (code, cli, other):
-        writer = owned.sync if refused.source == "operator" else store.upsert_schedule
+        writer = owned.sync if refused.source == "operator" else store.schedules.upsert
         assert writer(refused) == Written("unchanged", held_by="ClaimSchedule a/j")
     assert owner(dsn) == [("@every 3h", True, "operator", "a/j")]
 
     assert owned.release("b/j") is None  # not b's: nothing released
     assert owned.release("a/j") == "j"
     assert owner(dsn) == [("@every 3h", False, "operator", None)]
-    assert store.upsert_schedule(code) == Written("updated")  # enabled again, its own spec
+    assert store.schedules.upsert(code) == Written("updated")  # enabled again, its own spec
     assert owner(dsn) == [("@every 1h", True, "code", None)]
 
 

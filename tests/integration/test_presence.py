@@ -22,41 +22,41 @@ def _handlers(store: Store, agent_id: str) -> list[str] | None:
 
 def _wanting_an_owner(store: Store, job: str) -> None:
     """A requested run of `job` that is due: any agent with its handler may take it."""
-    store.upsert_schedule(job_spec(job_name=job, schedule="@daily"))
-    store.request_runs(job, [past(5)], "manual")
+    store.schedules.upsert(job_spec(job_name=job, schedule="@daily"))
+    store.listings.request_runs(job, [past(5)], "manual")
 
 
 def test_a_sweep_without_the_job_list_keeps_the_one_the_row_holds(store: Store) -> None:
-    assert store.housekeeping("a", ["x", "y"], PRESENCE).present
-    found = store.housekeeping("a", None, PRESENCE)
+    assert store.claims.housekeeping("a", ["x", "y"], PRESENCE).present
+    found = store.claims.housekeeping("a", None, PRESENCE)
     assert found.present and not found.claimable
     assert _handlers(store, "a") == ["x", "y"]
-    assert [a["handlers"] for a in store.list_agents()] == [["x", "y"]]
+    assert [a.handlers for a in store.listings.agents()] == [["x", "y"]]
     _wanting_an_owner(store, "y")
-    assert store.housekeeping("a", None, PRESENCE).claimable  # y is in a's row
-    store.housekeeping("b", ["z"], PRESENCE)
-    assert not store.housekeeping("b", None, PRESENCE).claimable  # b has no handler for y
+    assert store.claims.housekeeping("a", None, PRESENCE).claimable  # y is in a's row
+    store.claims.housekeeping("b", ["z"], PRESENCE)
+    assert not store.claims.housekeeping("b", None, PRESENCE).claimable  # b has no handler for y
 
 
 def test_a_row_without_its_job_list_says_so_until_the_list_is_sent(store: Store) -> None:
-    store.housekeeping("a", ["x"], PRESENCE)
+    store.claims.housekeeping("a", ["x"], PRESENCE)
     sql(store.dsn, "DELETE FROM agents")
     _wanting_an_owner(store, "x")
-    found = store.housekeeping("a", None, PRESENCE)
+    found = store.claims.housekeeping("a", None, PRESENCE)
     assert not found.present and not found.claimable
     assert _handlers(store, "a") == []
-    found = store.housekeeping("a", ["x"], PRESENCE)
+    found = store.claims.housekeeping("a", ["x"], PRESENCE)
     assert found.present and found.claimable
     assert _handlers(store, "a") == ["x"]
 
 
 def test_the_poll_asks_about_the_jobs_in_the_agents_row(store: Store) -> None:
-    store.housekeeping("a", ["x"], PRESENCE)
-    store.housekeeping("b", ["z"], PRESENCE)
+    store.claims.housekeeping("a", ["x"], PRESENCE)
+    store.claims.housekeeping("b", ["z"], PRESENCE)
     _wanting_an_owner(store, "x")
-    assert store.poll("a")[1]
-    assert not store.poll("b")[1]
-    assert not store.poll(None)[1]
+    assert store.claims.poll("a")[1]
+    assert not store.claims.poll("b")[1]
+    assert not store.claims.poll(None)[1]
 
 
 @pytest.fixture
@@ -84,15 +84,16 @@ def test_peers_are_the_live_agents_with_the_same_jobs_each_one_among_them(store:
     """Each occurrence's first claimer is one of these (turns.py): every replica of a
     deployment must read the same list, sorted, and nobody who is gone, stopped or has other
     jobs."""
-    assert store.housekeeping("b", ["x", "y"], PRESENCE).peers == ("b",)
-    assert store.housekeeping("a", ["x", "y"], PRESENCE).peers == ("a", "b")
-    assert store.housekeeping("c", ["x"], PRESENCE).peers == ("c",)  # other jobs
+    assert store.claims.housekeeping("b", ["x", "y"], PRESENCE).peers == ("b",)
+    assert store.claims.housekeeping("a", ["x", "y"], PRESENCE).peers == ("a", "b")
+    assert store.claims.housekeeping("c", ["x"], PRESENCE).peers == ("c",)  # other jobs
     for agent in ("d", "e"):
-        store.housekeeping(agent, ["x", "y"], PRESENCE)
-    store.agent_stopped("d")
+        store.claims.housekeeping(agent, ["x", "y"], PRESENCE)
+    store.claims.agent_stopped("d")
     sql(store.dsn, "UPDATE agents SET last_seen = now() - interval '1 hour' WHERE agent_id = 'e'")
-    assert store.housekeeping("b", None, PRESENCE).peers == ("a", "b")  # the row's list counts
-    assert store.housekeeping("d", None, PRESENCE).peers == ("a", "b", "d")  # back again
+    # the row's list counts
+    assert store.claims.housekeeping("b", None, PRESENCE).peers == ("a", "b")
+    assert store.claims.housekeeping("d", None, PRESENCE).peers == ("a", "b", "d")  # back again
 
 
 def test_an_agent_that_starts_or_stops_is_a_peer_of_the_others_at_once(dsn: str) -> None:

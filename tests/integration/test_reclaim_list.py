@@ -13,12 +13,12 @@ from .support import PRESENCE, due, past, sql, statuses
 
 def _schedule(store: Store, job: str) -> None:
     """A job whose schedule never comes due here (only its orphan may run)."""
-    store.upsert_schedule(job_spec(job_name=job, schedule="0 0 1 1 *"))
+    store.schedules.upsert(job_spec(job_name=job, schedule="0 0 1 1 *"))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
 
 
 def _orphan(store: Store, job: str) -> None:
-    _, (result,) = store.claim("gone", due(store, job, past(5)), 4)
+    _, (result,) = store.claims.claim("gone", due(store, job, past(5)), 4)
     assert result.outcome == "claimed"
     sql(store.dsn, "UPDATE job_runs SET status = 'orphaned', lease_until = now() "
                    "WHERE job_name = %s", [job])
@@ -28,11 +28,11 @@ def test_a_reclaim_without_a_list_takes_the_jobs_the_presence_row_lists(store: S
     for job in ("mine", "theirs"):
         _schedule(store, job)
         _orphan(store, job)
-    store.housekeeping("a", ["mine", "other"], PRESENCE)
-    (taken,) = store.reclaim("a", None, 4)
+    store.claims.housekeeping("a", ["mine", "other"], PRESENCE)
+    (taken,) = store.claims.reclaim("a", None, 4)
     assert (taken.job_name, taken.attempt) == ("mine", 2)
-    assert store.reclaim("a", None, 4) == []  # "theirs" is not in a's list
-    assert store.reclaim("nobody", None, 4) == []  # no presence row: no jobs
+    assert store.claims.reclaim("a", None, 4) == []  # "theirs" is not in a's list
+    assert store.claims.reclaim("nobody", None, 4) == []  # no presence row: no jobs
 
 
 def test_an_agent_whose_row_holds_its_list_reclaims_by_that_list(dsn: str, store: Store) -> None:

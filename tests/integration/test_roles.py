@@ -22,7 +22,7 @@ from psycopg.conninfo import conninfo_to_dict
 from claimsched.cli import main as claimsched
 from claimsched.db import OwnedSchedules, Roles, Store
 from claimsched.db.queries import migration_files
-from claimsched.db.store import spec_json
+from claimsched.db.schedules import spec_json
 from claimsched.errors import ConfigurationError, DatabaseError
 from claimsched.records import Candidate, Completion, Lease
 from claimsched.schedule.specs import JobSpec
@@ -47,8 +47,8 @@ def logins(dsn: str) -> Iterator[Logins]:
     roles = Roles(agent=f"cs_agent_{suffix}", operator=f"cs_operator_{suffix}")
     nobody = f"cs_nobody_{suffix}"
     owner = Store(dsn)
-    owner.grant_roles(roles)
-    owner.grant_roles(roles)  # idempotent
+    owner.admin.grant_roles(roles)
+    owner.admin.grant_roles(roles)  # idempotent
     run_sql(dsn, sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(nobody)))
     password = secrets.token_hex(12)
     found = {}
@@ -65,9 +65,9 @@ def logins(dsn: str) -> Iterator[Logins]:
 @pytest.fixture
 def lease(store: Store) -> Lease:
     """A running run of job `nightly`, claimed (as the owner) by agent `a1`."""
-    store.upsert_schedule(JobSpec(job_name="nightly", schedule="@every 1s", source="cli"))
-    store.request_runs("nightly", [past(5)], "manual")
-    (claimed,) = store.reclaim("a1", ["nightly"], 1)
+    store.schedules.upsert(JobSpec(job_name="nightly", schedule="@every 1s", source="cli"))
+    store.listings.request_runs("nightly", [past(5)], "manual")
+    (claimed,) = store.claims.reclaim("a1", ["nightly"], 1)
     return claimed
 
 
@@ -160,8 +160,8 @@ def as_agent(logins: Logins) -> Iterator[Store]:
 
 def test_a_finished_run_is_not_reopened_by_the_agent_role(
         as_agent: Store, store: Store, lease: Lease, dsn: str) -> None:
-    assert store.complete("a1", [Completion(lease, "done")])
-    assert as_agent.complete("a1", [Completion(lease, "failed", "again")]) == {}
+    assert store.claims.complete("a1", [Completion(lease, "done")])
+    assert as_agent.claims.complete("a1", [Completion(lease, "failed", "again")]) == {}
     row = run_sql(dsn, "SELECT status, error FROM job_runs WHERE id = %s", [lease.id])
     assert row == [("done", None)]
     with pytest.raises(errors.InsufficientPrivilege):
@@ -195,19 +195,19 @@ def test_a_receipt_needs_the_callers_own_live_lease(
 def test_an_agent_role_cannot_renew_or_release_anothers_run(
         as_agent: Store, lease: Lease, dsn: str) -> None:
     before = run_sql(dsn, "SELECT lease_until FROM job_runs WHERE id = %s", [lease.id])
-    assert as_agent.heartbeat("a2", [lease]) == set()
-    assert as_agent.release("a2", [lease]) == 0
+    assert as_agent.claims.heartbeat("a2", [lease]) == set()
+    assert as_agent.claims.release("a2", [lease]) == 0
     assert run_sql(dsn, "SELECT lease_until FROM job_runs WHERE id = %s", [lease.id]) == before
-    assert as_agent.heartbeat("a1", [lease]) == {lease.id}
+    assert as_agent.claims.heartbeat("a1", [lease]) == {lease.id}
 
 
 def test_an_agent_role_never_takes_over_a_schedule_the_operator_or_the_cli_owns(
         as_agent: Store, store: Store, dsn: str) -> None:
-    store.upsert_schedule(
+    store.schedules.upsert(
         JobSpec(job_name="billing", schedule="@daily", source="operator", owner="team-a/billing"))
-    store.upsert_schedule(JobSpec(job_name="report", schedule="@daily", source="cli"))
+    store.schedules.upsert(JobSpec(job_name="report", schedule="@daily", source="cli"))
     for job in ("billing", "report"):
-        declared = as_agent.upsert_schedule(JobSpec(job_name=job, schedule="@every 1s"))
+        declared = as_agent.schedules.upsert(JobSpec(job_name=job, schedule="@every 1s"))
         assert declared.outcome == "unchanged" and declared.held_by
     # Claiming to be the ClaimSchedule or the CLI: the agent declares as code all the same,
     # and may not call the operator's function.
@@ -221,26 +221,26 @@ def test_an_agent_role_never_takes_over_a_schedule_the_operator_or_the_cli_owns(
         with pytest.raises(errors.InsufficientPrivilege):
             conn.execute("SELECT * FROM claimsched.cs_upsert_schedule(%s)", [impostor])
     with pytest.raises(DatabaseError, match="permission denied"):
-        as_agent.upsert_schedule(JobSpec(job_name="report", schedule="@every 1s", source="cli"))
+        as_agent.schedules.upsert(JobSpec(job_name="report", schedule="@every 1s", source="cli"))
     assert run_sql(dsn, "SELECT job_name, schedule, source FROM job_schedule ORDER BY 1") == [
         ("billing", "@daily", "operator"), ("report", "@daily", "cli")]
 
 
 def test_an_agent_role_declares_claims_and_completes_through_the_functions(
         as_agent: Store, dsn: str) -> None:
-    assert as_agent.upsert_schedule(JobSpec(job_name="sweep", schedule="@every 1s")).outcome \
+    assert as_agent.schedules.upsert(JobSpec(job_name="sweep", schedule="@every 1s")).outcome \
         == "created"
     run_sql(dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
-    schedule = as_agent.load_schedules()[0]
-    outcome = as_agent.claim("a1", [Candidate("sweep", past(1), schedule.active_since)], 1)
+    schedule = as_agent.schedules.load()[0]
+    outcome = as_agent.claims.claim("a1", [Candidate("sweep", past(1), schedule.active_since)], 1)
     assert outcome is not None and outcome[1][0].outcome == "claimed"
     claimed = outcome[1][0].lease
     assert claimed is not None
     assert as_agent.receipts.record("a1", claimed, "e") == (True, True)
-    assert as_agent.complete("a1", [Completion(claimed, "done")]) == {claimed.id: None}
-    found = as_agent.housekeeping("a1", ["sweep"], PRESENCE)
+    assert as_agent.claims.complete("a1", [Completion(claimed, "done")]) == {claimed.id: None}
+    found = as_agent.claims.housekeeping("a1", ["sweep"], PRESENCE)
     assert not found.claimable
-    as_agent.agent_stopped("a1")
+    as_agent.claims.agent_stopped("a1")
     assert run_sql(dsn, "SELECT status, claimed_by FROM job_runs") == [("done", "a1")]
     assert run_sql(dsn, "SELECT stopped_at IS NOT NULL FROM agents") == [(True,)]
 
@@ -294,9 +294,9 @@ def test_a_function_put_in_claimscheds_schema_does_not_stand_in_for_a_built_in_o
         sql.Identifier(agent_role)))
     with psycopg.connect(logins.agent, autocommit=True) as conn:
         conn.execute(HIJACK)
-    store.upsert_schedule(JobSpec(job_name="nightly", schedule="@every 1s", source="cli"))
-    store.request_runs("nightly", [past(5)], "manual")
-    (taken,) = as_agent.reclaim("a1", ["nightly"], 1)
+    store.schedules.upsert(JobSpec(job_name="nightly", schedule="@every 1s", source="cli"))
+    store.listings.request_runs("nightly", [past(5)], "manual")
+    (taken,) = as_agent.claims.reclaim("a1", ["nightly"], 1)
     assert str(taken.lease_token) != "00000000-0000-0000-0000-000000000001"
     assert taken.lease_until.year < 9999
     assert run_sql(dsn, "SELECT count(*) FROM agent_scopes") == [(1,)]
@@ -312,17 +312,17 @@ def test_the_operator_role_does_what_the_operator_and_the_cli_do(
                        owner="team-a/billing")
         assert owned.sync(spec).outcome == "created"
         assert owned.trigger("billing", "key-1") is not None
-        assert operator.request_runs("billing", [past(3600)], "backfill")
+        assert operator.listings.request_runs("billing", [past(3600)], "backfill")
         assert owned.status_rows(
             {"jobs": ["billing"], "known_from": [None], "known_to": [None],
              "known_epoch": None}, 90)[0]["job_name"] == "billing"
         assert owned.database()[1] == conninfo_to_dict(dsn)["dbname"]  # which database it is
         assert owned.release("team-a/billing") == "billing"
         cli = JobSpec(job_name="billing", schedule="@hourly", source="cli")
-        assert operator.upsert_schedule(cli).outcome == "updated"
-        assert operator.suspend_schedule("billing", None, "audit")["enabled"] is False
-        assert operator.resume_schedule("billing")["enabled"] is True
-        assert operator.list_runs("billing") and operator.list_agents() == []
+        assert operator.schedules.upsert(cli).outcome == "updated"
+        assert operator.schedules.suspend("billing", None, "audit").enabled is False
+        assert operator.schedules.resume("billing").enabled is True
+        assert operator.listings.runs("billing") and operator.listings.agents() == []
     finally:
         operator.close()
     kinds = run_sql(dsn, "SELECT kind, status FROM job_runs ORDER BY kind")
@@ -333,9 +333,9 @@ def test_the_operator_role_does_what_the_operator_and_the_cli_do(
 def test_the_agent_role_may_not_request_runs_or_suspend(
         as_agent: Store, lease: Lease) -> None:
     with pytest.raises(DatabaseError, match="permission denied"):
-        as_agent.request_runs("nightly", [past(10) - timedelta(days=1)], "manual")
+        as_agent.listings.request_runs("nightly", [past(10) - timedelta(days=1)], "manual")
     with pytest.raises(DatabaseError, match="permission denied"):
-        as_agent.suspend_schedule("nightly", None, None)
+        as_agent.schedules.suspend("nightly", None, None)
 
 
 # -- lease tokens: what another agent sharing the role cannot know ---------------------------
@@ -356,12 +356,12 @@ def test_without_its_lease_token_another_runs_lease_is_neither_renewed_completed
         as_agent: Store, lease: Lease, dsn: str) -> None:
     forged = _forged(lease)
     before = _run_row(dsn, lease)
-    assert as_agent.heartbeat("a1", [forged]) == set()
-    assert as_agent.release("a1", [forged]) == 0
-    assert as_agent.complete("a1", [Completion(forged, "failed", "forged")]) == {}
+    assert as_agent.claims.heartbeat("a1", [forged]) == set()
+    assert as_agent.claims.release("a1", [forged]) == 0
+    assert as_agent.claims.complete("a1", [Completion(forged, "failed", "forged")]) == {}
     assert _run_row(dsn, lease) == before
-    assert as_agent.heartbeat("a1", [lease]) == {lease.id}
-    assert as_agent.complete("a1", [Completion(lease, "done")]) == {lease.id: None}
+    assert as_agent.claims.heartbeat("a1", [lease]) == {lease.id}
+    assert as_agent.claims.complete("a1", [Completion(lease, "done")]) == {lease.id: None}
 
 
 def test_without_its_lease_token_no_receipt_is_written_for_another_run_in_any_form(
@@ -379,16 +379,16 @@ def test_without_its_lease_token_no_receipt_is_written_for_another_run_in_any_fo
 def test_a_reclaim_draws_a_new_lease_token_that_fences_out_the_previous_owner(
         as_agent: Store, store: Store, lease: Lease, dsn: str) -> None:
     run_sql(dsn, "UPDATE job_runs SET lease_until = now() - interval '1 second'")
-    assert as_agent.housekeeping("a2", ["nightly"], PRESENCE).orphaned == 1
+    assert as_agent.claims.housekeeping("a2", ["nightly"], PRESENCE).orphaned == 1
     # The same agent id takes it over: only the lease token tells the two attempts apart.
-    (taken,) = as_agent.reclaim("a1", ["nightly"], 1)
+    (taken,) = as_agent.claims.reclaim("a1", ["nightly"], 1)
     assert taken.lease_token != lease.lease_token
     stale = dataclasses.replace(taken, lease_token=lease.lease_token)
     assert as_agent.receipts.record("a1", stale, "invoice:1") == (False, False)
-    assert as_agent.complete("a1", [Completion(stale, "failed", "stale")]) == {}
+    assert as_agent.claims.complete("a1", [Completion(stale, "failed", "stale")]) == {}
     assert run_sql(dsn, "SELECT status FROM job_runs") == [("running",)]
     assert as_agent.receipts.record("a1", taken, "invoice:1") == (True, True)
-    assert as_agent.complete("a1", [Completion(taken, "done")]) == {taken.id: None}
+    assert as_agent.claims.complete("a1", [Completion(taken, "done")]) == {taken.id: None}
 
 
 def test_migrate_keeps_the_agent_role_able_to_call_functions_whose_signature_changed(
@@ -405,13 +405,13 @@ def test_migrate_keeps_the_agent_role_able_to_call_functions_whose_signature_cha
         run_sql(dsn, f"CREATE FUNCTION {old} RETURNS TABLE (id bigint) LANGUAGE sql"
                       " AS 'SELECT 1::bigint WHERE false'")
         run_sql(dsn, sql.SQL(f"GRANT EXECUTE ON FUNCTION {old} TO {{}}").format(agent_role))
-    store.migrate()
-    store.migrate()  # and again: nothing is lost on the way
-    store.upsert_schedule(JobSpec(job_name="nightly", schedule="@every 1s", source="cli"))
-    store.request_runs("nightly", [past(5)], "manual")
-    (taken,) = as_agent.reclaim("a1", ["nightly"], 1)
-    assert as_agent.heartbeat("a1", [taken]) == {taken.id}
-    assert as_agent.complete("a1", [Completion(taken, "done")]) == {taken.id: None}
+    store.admin.migrate()
+    store.admin.migrate()  # and again: nothing is lost on the way
+    store.schedules.upsert(JobSpec(job_name="nightly", schedule="@every 1s", source="cli"))
+    store.listings.request_runs("nightly", [past(5)], "manual")
+    (taken,) = as_agent.claims.reclaim("a1", ["nightly"], 1)
+    assert as_agent.claims.heartbeat("a1", [taken]) == {taken.id}
+    assert as_agent.claims.complete("a1", [Completion(taken, "done")]) == {taken.id: None}
     # The roles it did not have before, it still has not, in either version.
     for heartbeat in ("cs_heartbeat", "cs_heartbeat_v2"):
         with pytest.raises(errors.InsufficientPrivilege):
@@ -433,26 +433,26 @@ def test_a_scoped_agent_role_neither_claims_reclaims_nor_declares_another_job(
     assert run_sql(dsn, "SELECT job_pattern FROM agent_scopes WHERE role = %s ORDER BY 1",
                     [agent_role]) == [("billing",), ("team-a-%",)]
     for job in ("payroll", "team-a-sweep"):
-        store.upsert_schedule(JobSpec(job_name=job, schedule="@every 1s", source="cli"))
-        store.request_runs(job, [past(5)], "manual")
+        store.schedules.upsert(JobSpec(job_name=job, schedule="@every 1s", source="cli"))
+        store.listings.request_runs(job, [past(5)], "manual")
     run_sql(dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
-    since = {s.job_name: s.active_since for s in store.load_schedules()}
+    since = {s.job_name: s.active_since for s in store.schedules.load()}
     due = past(1)
 
-    assert as_agent.reclaim("a1", ["payroll"], 5) == []
-    (taken,) = as_agent.reclaim("a1", ["payroll", "team-a-sweep"], 5)
+    assert as_agent.claims.reclaim("a1", ["payroll"], 5) == []
+    (taken,) = as_agent.claims.reclaim("a1", ["payroll", "team-a-sweep"], 5)
     assert taken.job_name == "team-a-sweep"
-    assert as_agent.complete("a1", [Completion(taken, "done")]) == {taken.id: None}
-    claimed = as_agent.claim("a1", [Candidate(job, due, since[job])
+    assert as_agent.claims.complete("a1", [Completion(taken, "done")]) == {taken.id: None}
+    claimed = as_agent.claims.claim("a1", [Candidate(job, due, since[job])
                                     for job in ("payroll", "team-a-sweep")], 2)
     assert claimed is not None
     assert [(c.job_name, c.outcome) for c in claimed[1]] == [
         ("payroll", "inactive"), ("team-a-sweep", "claimed")]
-    refused = as_agent.upsert_schedule(JobSpec(job_name="payroll", schedule="@daily"))
+    refused = as_agent.schedules.upsert(JobSpec(job_name="payroll", schedule="@daily"))
     assert refused.outcome == "unchanged" and refused.held_by
-    assert as_agent.upsert_schedule(JobSpec(job_name="other", schedule="@daily")).outcome \
+    assert as_agent.schedules.upsert(JobSpec(job_name="other", schedule="@daily")).outcome \
         == "unchanged"
-    assert as_agent.upsert_schedule(JobSpec(job_name="billing", schedule="@daily")).outcome \
+    assert as_agent.schedules.upsert(JobSpec(job_name="billing", schedule="@daily")).outcome \
         == "created"
     assert run_sql(dsn, "SELECT job_name, schedule FROM job_schedule ORDER BY 1") == [
         ("billing", "@daily"), ("payroll", "@every 1s"), ("team-a-sweep", "@every 1s")]
@@ -460,14 +460,14 @@ def test_a_scoped_agent_role_neither_claims_reclaims_nor_declares_another_job(
         == [("pending", None)]
 
     # The schema's owner is never scoped; `--all-jobs` unscopes the role again.
-    by_owner = store.claim("o1", [Candidate("payroll", due, since["payroll"])], 1)
+    by_owner = store.claims.claim("o1", [Candidate("payroll", due, since["payroll"])], 1)
     assert by_owner is not None
     (owned,) = by_owner[1]
     assert owned.outcome == "claimed" and owned.lease is not None
-    assert store.complete("o1", [Completion(owned.lease, "done")]) == {owned.lease.id: None}
+    assert store.claims.complete("o1", [Completion(owned.lease, "done")]) == {owned.lease.id: None}
     assert claimsched([*scoped[:5], "--all-jobs", "--dsn", dsn]) == 0
     assert run_sql(dsn, "SELECT count(*) FROM agent_scopes") == [(0,)]
-    assert [t.job_name for t in as_agent.reclaim("a1", ["payroll"], 5)] == ["payroll"]
+    assert [t.job_name for t in as_agent.claims.reclaim("a1", ["payroll"], 5)] == ["payroll"]
 
 
 def test_a_job_pattern_may_not_be_empty() -> None:
@@ -485,8 +485,8 @@ def test_a_scope_by_name_is_that_job_alone_and_roles_says_which_jobs_it_matches(
     agent_role, operator_role = (run_sql(login, "SELECT current_user")[0][0]
                                  for login in (logins.agent, logins.operator))
     for job in ("daily_report", "daily-report", "team-a-x"):
-        store.upsert_schedule(JobSpec(job_name=job, schedule="@every 1s", source="cli"))
-        store.request_runs(job, [past(5)], "manual")
+        store.schedules.upsert(JobSpec(job_name=job, schedule="@every 1s", source="cli"))
+        store.listings.request_runs(job, [past(5)], "manual")
     capsys.readouterr()
     assert claimsched(["roles", "--agent-role", agent_role, "--operator-role", operator_role,
                        "--jobs", "daily_report", "--jobs-like", "team-a-%", "--dsn", dsn,
@@ -494,7 +494,7 @@ def test_a_scope_by_name_is_that_job_alone_and_roles_says_which_jobs_it_matches(
     said = json.loads(capsys.readouterr().out)
     assert said["agent_jobs"] == ["daily_report", "team-a-x"]
     assert said["agent_scope"] == ["daily\\_report", "team-a-%"]
-    taken = as_agent.reclaim("a1", ["daily-report", "daily_report", "team-a-x"], 5)
+    taken = as_agent.claims.reclaim("a1", ["daily-report", "daily_report", "team-a-x"], 5)
     assert sorted(t.job_name for t in taken) == ["daily_report", "team-a-x"]
     assert claimsched(["roles", "--agent-role", agent_role, "--operator-role", operator_role,
                        "--dsn", dsn]) == 0
@@ -506,11 +506,11 @@ def test_the_agent_role_polls_behind_a_pooler_for_its_own_row_only(
         logins: Logins, as_agent: Store, store: Store, dsn: str) -> None:
     """Poll mode (no LISTEN through pgbouncer) as the least-privilege role: it may read neither
     the agents table nor another login's row, and still learns that its runs want an owner."""
-    store.upsert_schedule(JobSpec(job_name="nightly", schedule="@yearly", source="cli"))
-    as_agent.housekeeping("a1", ["nightly"], PRESENCE)
-    store.housekeeping("o1", ["nightly"], PRESENCE)  # the owner's own agent, another login
-    epoch, claimable = as_agent.poll("a1")
+    store.schedules.upsert(JobSpec(job_name="nightly", schedule="@yearly", source="cli"))
+    as_agent.claims.housekeeping("a1", ["nightly"], PRESENCE)
+    store.claims.housekeeping("o1", ["nightly"], PRESENCE)  # the owner's own agent, another login
+    epoch, claimable = as_agent.claims.poll("a1")
     assert epoch and claimable is False
-    store.request_runs("nightly", [past(5)], "manual")
-    assert as_agent.poll("a1") == (epoch, True)
-    assert as_agent.poll("o1") == (epoch, False)  # not its row: nothing to say
+    store.listings.request_runs("nightly", [past(5)], "manual")
+    assert as_agent.claims.poll("a1") == (epoch, True)
+    assert as_agent.claims.poll("o1") == (epoch, False)  # not its row: nothing to say

@@ -14,8 +14,8 @@ import pytest
 
 from claimsched.db import Store
 from claimsched.db.arrays import claim_params
-from claimsched.db.queries import query
-from claimsched.db.store import read_unclaimed
+from claimsched.db.claims import read_unclaimed
+from claimsched.db.queries import call
 from claimsched.records import Candidate
 from claimsched.schedule.specs import job_spec
 
@@ -28,17 +28,19 @@ _SCAN = re.compile(r"(Seq Scan|Index Only Scan|Index Scan|Bitmap Index Scan)(?: 
 #: Each statement (a named query, or SQL), with its parameters given the run `r` it acts on.
 #: Not heartbeat and complete: their plan is the statistics' (sql/functions/ says why).
 STATEMENTS: dict[str, tuple[str, Any]] = {
-    "claim": (query("claim"), lambda r: claim_params(  # taken: the whole statement runs
+    "claim": (call("cs_claim_v2"), lambda r: claim_params(  # taken: the whole statement runs
         "a", [Candidate("j", r["fire_time"], r["since"])], 4)),
-    "reclaim": (query("reclaim"), lambda r: {"agent_id": "a", "jobs": ["j", "f"], "capacity": 4}),
-    "reclaim_listed": (query("reclaim"), lambda r: {"agent_id": "a", "jobs": None, "capacity": 4}),
-    "release": (query("release"), lambda r: {
+    "reclaim": (call("cs_reclaim_v2"),
+                lambda r: {"agent_id": "a", "jobs": ["j", "f"], "capacity": 4}),
+    "reclaim_listed": (call("cs_reclaim_v2"),
+                       lambda r: {"agent_id": "a", "jobs": None, "capacity": 4}),
+    "release": (call("cs_release_v2"), lambda r: {
         "agent_id": "a", "ids": [r["id"]], "lease_tokens": [uuid.uuid4()]}),
-    "effect": (query("effect"), lambda r: {
+    "effect": (call("cs_effect_v2"), lambda r: {
         "run_id": r["id"], "fire_time": r["fire_time"], "agent_id": "a",
         "attempt": r["attempt"], "lease_token": r["lease_token"], "entity": "e",
         "job_name": "j"}),
-    "housekeeping": (query("housekeeping"), lambda r: {
+    "housekeeping": (call("cs_housekeeping_v2"), lambda r: {
         "agent_id": "a", "handlers": ["j", "f"], **PRESENCE}),
     "forbid_locked": ("SELECT * FROM cs_forbid_locked(ARRAY['f'])", lambda r: None),
 }
@@ -69,11 +71,12 @@ def _full_scans(plan: str, grows: set[str], live: set[str]) -> list[str]:
 
 @pytest.mark.parametrize("name", STATEMENTS)
 def test_a_statement_planned_on_small_tables_reads_by_key(store: Store, name: str) -> None:
-    store.upsert_schedule(job_spec(job_name="j", schedule="@every 1s", concurrency_policy="Allow"))
-    store.upsert_schedule(job_spec(job_name="f", schedule="@every 1s", concurrency_policy="Forbid"))
+    store.schedules.upsert(job_spec(job_name="j", schedule="@every 1s", concurrency_policy="Allow"))
+    store.schedules.upsert(
+        job_spec(job_name="f", schedule="@every 1s", concurrency_policy="Forbid"))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 day'")
     for job in ("j", "f"):
-        sql(store.dsn, query("claim"), claim_params("a", due(store, job, past(3), past(2)), 4))
+        sql(store.dsn, call("cs_claim_v2"), claim_params("a", due(store, job, past(3), past(2)), 4))
     sql(store.dsn, "UPDATE job_runs SET status = 'orphaned' WHERE job_name = 'j' AND fire_time ="
                    " (SELECT min(fire_time) FROM job_runs WHERE job_name = 'j')")
     sql(store.dsn, "INSERT INTO agents (agent_id, hostname, version, handlers)"
@@ -106,10 +109,10 @@ def test_the_check_of_handed_off_occurrences_is_planned_for_the_runs_as_they_are
     """A plain read (not a function: it can't turn seq scans off), so it is never kept: planned
     while the runs' partition was small it scanned it, and a kept plan would go on scanning it
     for every key as it grew."""
-    store.upsert_schedule(job_spec(job_name="j", schedule="@every 1s"))
+    store.schedules.upsert(job_spec(job_name="j", schedule="@every 1s"))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 day'")
     taken, free = past(2), past(1)
-    sql(store.dsn, query("claim"), claim_params("a", due(store, "j", taken), 4))
+    sql(store.dsn, call("cs_claim_v2"), claim_params("a", due(store, "j", taken), 4))
     sql(store.dsn, "ANALYZE")
     keys = [Candidate("j", taken, taken), Candidate("j", free, taken)]
     with explained(store.dsn) as (conn, plans):

@@ -12,7 +12,7 @@ import pytest
 
 from claimsched import Agent, Run
 from claimsched.db import NOTIFY_SCHEDULES, Listener, Poller, Store
-from claimsched.db.store import SCHEDULE_BATCH
+from claimsched.db.schedules import SCHEDULE_BATCH
 from tests.helpers.pgbouncer import pgbouncer
 from tests.helpers.polling import wait_for
 
@@ -103,7 +103,7 @@ def test_the_poll_sees_every_commit_that_wrote_schedules_whichever_writer_began_
     store: Store, dsn: str
 ) -> None:
     _insert(dsn, ["early", "late"])
-    poller = Poller(lambda: store.poll(None), 0.01)
+    poller = Poller(lambda: store.claims.poll(None), 0.01)
     poller.listen()
     assert NOTIFY_SCHEDULES not in poller.wait(0.01)
     with psycopg.connect(dsn) as first:  # commits as the block ends
@@ -185,7 +185,7 @@ def test_every_schedule_is_read_batch_by_batch_in_name_order(store: Store, dsn: 
     with 100,000 schedules never holds them all): every row still comes, once."""
     names = [f"many{i:05d}" for i in range(2 * SCHEDULE_BATCH + 7)]
     _insert(dsn, names)
-    read = store.each_schedule()
+    read = store.schedules.each()
     first = next(read)
     # The rest waits in the server's cursor, not in this process: the reader's last statement
     # fetched one batch.

@@ -39,10 +39,10 @@ def test_a_mixed_case_schema_holds_every_table_and_public_holds_none(
     store = Store(empty_dsn, schema="MySchema")
     store.open()
     try:
-        store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s"))
+        store.schedules.upsert(job_spec(job_name="job", schedule="@every 1s"))
         with store.connection() as conn:
             conn.execute("UPDATE job_schedule SET active_since = now() - interval '1 hour'")
-        _, results = store.claim("a", due(store, "job", past(2)), 4)
+        _, results = store.claims.claim("a", due(store, "job", past(2)), 4)
         assert [r.outcome for r in results] == ["claimed"]
         lease = results[0].lease
         assert lease is not None

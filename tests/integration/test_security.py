@@ -37,8 +37,8 @@ INJECTED = "'; DELETE FROM job_runs; -- "  # data, never run
 def test_injection_strings_travel_as_data(store: Store, dsn: str) -> None:
     from claimsched.schedule.specs import job_spec
 
-    store.upsert_schedule(job_spec(job_name="j", schedule="@daily"))
-    assert len(store.request_runs("j", [store.db_now()], "manual")) == 1
+    store.schedules.upsert(job_spec(job_name="j", schedule="@daily"))
+    assert len(store.listings.request_runs("j", [store.db_now()], "manual")) == 1
     agent = Agent(dsn, agent_id="a'); DROP TABLE agents; --", housekeeping_seconds=0.3)
     nasty = "x'); DROP TABLE job_effects; --"
 
@@ -129,7 +129,7 @@ def password_role(server_dsn: str) -> Iterator[PasswordRole]:
 def _grant_app_rights(admin_dsn: str, user: str) -> None:
     """What an app role needs: `claimsched roles` makes it the agents' role (no DDL, no table
     writes: every write through claimsched's functions)."""
-    Store(admin_dsn).grant_roles(Roles(agent=user, operator=f"{user}_operator"))
+    Store(admin_dsn).admin.grant_roles(Roles(agent=user, operator=f"{user}_operator"))
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         conn.execute(pgsql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
 
@@ -156,7 +156,7 @@ def test_the_agent_runs_with_a_role_that_has_no_ddl_rights(
                 conn.execute(ddl)
     store = Store(dsn)
     try:
-        store.upsert_schedule(
+        store.schedules.upsert(
             job_spec(
                 job_name="tick",
                 schedule="@every 1s",
@@ -221,7 +221,7 @@ def secret_server() -> Iterator[tuple[TemporaryPostgres, str, str]]:
 
         uri = f"postgresql://app:{quote(SECRET, safe='')}@127.0.0.1:{pg.port}/postgres"
         keywords = f"host=127.0.0.1 port={pg.port} dbname=postgres user=app password='{SECRET}'"
-        Store(uri).migrate()
+        Store(uri).admin.migrate()
         yield pg, uri, keywords
     finally:
         pg.destroy()

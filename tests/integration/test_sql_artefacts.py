@@ -17,7 +17,7 @@ FUNCTIONS = SQL / "functions"
 
 def test_a_fresh_migrate_builds_the_committed_schema_sql(empty_dsn: str) -> None:
     store = Store(empty_dsn)
-    store.migrate()
+    store.admin.migrate()
     fresh, committed = dump(empty_dsn), schema_file().read_text()
     assert fresh == committed, (
         "sql/schema.sql is not what a fresh migrate builds: after changing a migration or a "

@@ -139,12 +139,12 @@ def test_after_a_change_the_statuses_are_those_of_a_fresh_count(
 
 def _backfill(operator: Operator, dsn: str, store: Store) -> None:
     hours = [past(3600 * h) for h in range(24 * 30, 24 * 60) if h % 23 == 9]
-    assert store.request_runs("plain", [t.replace(minute=0, second=0) for t in hours],
+    assert store.listings.request_runs("plain", [t.replace(minute=0, second=0) for t in hours],
                               "backfill")
 
 
 def _retention(operator: Operator, dsn: str, store: Store) -> None:
-    store.maintain(30)  # the old months are in the default partition: purged past 30 days
+    store.admin.maintain(30)  # the old months are in the default partition: purged past 30 days
 
 
 def _job_gone_and_back(operator: Operator, dsn: str, store: Store) -> None:

@@ -20,34 +20,34 @@ from .support import due, past, runs, sql
 
 
 def _schedule(store: Store, name: str = "job", **fields: Any) -> None:
-    store.upsert_schedule(job_spec(job_name=name, schedule="@every 1s", source="cli", **fields))
+    store.schedules.upsert(job_spec(job_name=name, schedule="@every 1s", source="cli", **fields))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
 
 
 def test_occurrences_up_to_suspend_until_are_never_claimed(store: Store) -> None:
     _schedule(store, concurrency_policy="Allow")
     sql(store.dsn, "UPDATE job_schedule SET suspend_until = now() - interval '10 seconds'")
-    _, results = store.claim("a", due(store, "job", past(20), past(10), past(5)), 4)
+    _, results = store.claims.claim("a", due(store, "job", past(20), past(10), past(5)), 4)
     assert [r.outcome for r in results] == ["inactive", "inactive", "claimed"]
 
 
 def test_lifting_a_suspension_early_never_makes_what_fell_in_it_due(store: Store) -> None:
     _schedule(store, concurrency_policy="Allow")
     sql(store.dsn, "UPDATE job_schedule SET suspend_until = now() - interval '30 seconds'")
-    store.suspend_schedule("job", store.db_now() + timedelta(hours=1), "maintenance")
-    store.resume_schedule("job")  # an hour early: what fell in the suspension stays unrun
-    _, results = store.claim("a", due(store, "job", past(40), past(20), past(5)), 4)
+    store.schedules.suspend("job", store.db_now() + timedelta(hours=1), "maintenance")
+    store.schedules.resume("job")  # an hour early: what fell in the suspension stays unrun
+    _, results = store.claims.claim("a", due(store, "job", past(40), past(20), past(5)), 4)
     assert [r.outcome for r in results] == ["inactive", "inactive", "inactive"]
     assert sql(store.dsn, "SELECT enabled, suspend_until, suspend_reason FROM job_schedule") == [
         (True, None, None)]
 
 
 def test_a_code_declaration_keeps_a_suspension_set_by_the_cli(store: Store) -> None:
-    store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s"))
-    store.suspend_schedule("job", None, "vendor API down")
+    store.schedules.upsert(job_spec(job_name="job", schedule="@every 1s"))
+    store.schedules.suspend("job", None, "vendor API down")
     same, changed = (job_spec(job_name="job", schedule=f"@every {n}s") for n in (1, 2))
-    assert store.upsert_schedule(same).outcome == "unchanged"
-    assert store.upsert_schedule(changed).outcome == "updated"
+    assert store.schedules.upsert(same).outcome == "unchanged"
+    assert store.schedules.upsert(changed).outcome == "updated"
     assert sql(store.dsn, "SELECT schedule, enabled, suspend_reason FROM job_schedule") == [
         ("@every 2s", False, "vendor API down")]
 
@@ -62,7 +62,7 @@ def test_an_agent_skips_the_suspension_and_wakes_by_itself_when_it_ends(
         wait_for(lambda: any(r["status"] == "done" for r in runs(dsn, "tick")),
                  what="a first run")
         until = (store.db_now() + timedelta(seconds=3)).replace(microsecond=0)
-        store.suspend_schedule("tick", until, "deploy")
+        store.schedules.suspend("tick", until, "deploy")
         wait_for(lambda: any(r["fire_time"] > until + timedelta(seconds=1)
                              for r in runs(dsn, "tick")), what="runs after the suspension")
     finally:
@@ -82,7 +82,7 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 def test_suspend_and_resume_from_the_cli_show_everywhere(
     dsn: str, store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store.upsert_schedule(job_spec(job_name="report", schedule="0 * * * *", source="cli"))
+    store.schedules.upsert(job_spec(job_name="report", schedule="0 * * * *", source="cli"))
     until = (store.db_now() + timedelta(hours=5)).replace(microsecond=0)
     code, out, _ = cli(capsys, "suspend", "report", "--until", until.isoformat(),
                        "--reason", "vendor API down", "--dsn", dsn)
@@ -118,8 +118,8 @@ def test_suspend_mistakes_are_one_line(
     dsn: str, store: Store, capsys: pytest.CaptureFixture[str], args: tuple[str, ...],
     message: str,
 ) -> None:
-    store.upsert_schedule(job_spec(job_name="report", schedule="0 * * * *", source="cli"))
-    store.upsert_schedule(job_spec(job_name="owned", schedule="0 * * * *", source="operator",
+    store.schedules.upsert(job_spec(job_name="report", schedule="0 * * * *", source="cli"))
+    store.schedules.upsert(job_spec(job_name="owned", schedule="0 * * * *", source="operator",
                                    owner="shop/owned"))
     code, _, err = cli(capsys, *args, "--dsn", dsn)
     assert code == 1 and message in err and err.count("\n") == 1

@@ -16,17 +16,17 @@ from .support import PRESENCE, due, past, sql
 
 
 def test_unclaimed_names_the_occurrences_no_run_row_holds(store: Store) -> None:
-    store.upsert_schedule(job_spec(job_name="job", schedule="@every 1s"))
+    store.schedules.upsert(job_spec(job_name="job", schedule="@every 1s"))
     sql(store.dsn, "UPDATE job_schedule SET active_since = now() - interval '1 hour'")
     claimed, skipped, free = past(3), past(2), past(1)
-    won = store.claim("a", due(store, "job", claimed), 1)
-    recorded = store.claim("a", due(store, "job", skipped, want="skipped", reason="r",
+    won = store.claims.claim("a", due(store, "job", claimed), 1)
+    recorded = store.claims.claim("a", due(store, "job", skipped, want="skipped", reason="r",
                                     latest=False), 0)
     assert won and recorded
     assert [r.outcome for r in won[1] + recorded[1]] == ["claimed", "skipped"]
     candidates = due(store, "job", claimed, skipped, free) + due(store, "other", free)
-    assert store.unclaimed(candidates) == {("job", free), ("other", free)}
-    assert store.unclaimed([]) == set()
+    assert store.claims.unclaimed(candidates) == {("job", free), ("other", free)}
+    assert store.claims.unclaimed([]) == set()
 
 
 def test_a_peer_runs_what_a_silent_first_claimer_left_a_hand_off_late(
@@ -35,7 +35,7 @@ def test_a_peer_runs_what_a_silent_first_claimer_left_a_hand_off_late(
     """A peer that claims nothing (hung, or gone and its presence not yet expired) leaves its
     turns: the other replica checks them after the hand-off, finds them unclaimed and runs
     them then, and runs its own at once; every occurrence exactly once, none skipped."""
-    store.housekeeping("ghost", ["j"], {**PRESENCE, "ttl_seconds": 600})  # the same jobs
+    store.claims.housekeeping("ghost", ["j"], {**PRESENCE, "ttl_seconds": 600})  # the same jobs
     agent = Agent(dsn, agent_id="b", housekeeping_seconds=0.3, shutdown_grace_seconds=2)
     agent.job("j", schedule="@every 1s")(lambda run: None)
     turns = Turns("b", ("b", "ghost"))

@@ -30,7 +30,7 @@ from tests.integration.support import sql as run_sql
 from claimsched import Agent, Run
 from claimsched.cli import main as claimsched
 from claimsched.db import Store
-from claimsched.db.store import spec_json
+from claimsched.db.schedules import spec_json
 from claimsched.records import Candidate, Completion, Lease
 from claimsched.schedule.specs import JobSpec
 from conftest import GROUP, PLURAL, VERSION, Operator, claimschedule, events
@@ -130,7 +130,7 @@ def test_two_teams_share_one_database_and_neither_can_touch_the_others_job(
     try:
         for agent in agents:
             agent.start()
-        store.request_runs("billing", [datetime.now(UTC) - timedelta(seconds=1)], "manual")
+        store.listings.request_runs("billing", [datetime.now(UTC) - timedelta(seconds=1)], "manual")
         running = wait_for(lambda: [r for r in run_rows(dsn, "billing") if r[1] == "running"],
                            "team A's run running", log=operator.log)
         assert len(running) == 1 and running[0][3] == "team-a-0"
@@ -181,11 +181,11 @@ def test_two_teams_share_one_database_and_neither_can_touch_the_others_job(
         as_b = Store(team_b.dsn)
         as_b.open()
         try:
-            assert as_b.heartbeat(owner_agent, [forged]) == set()
+            assert as_b.claims.heartbeat(owner_agent, [forged]) == set()
             untouched()
-            assert as_b.complete(owner_agent, [Completion(forged, "failed", "forged")]) == {}
+            assert as_b.claims.complete(owner_agent, [Completion(forged, "failed", "forged")]) == {}
             untouched()
-            assert as_b.release(owner_agent, [forged]) == 0
+            assert as_b.claims.release(owner_agent, [forged]) == 0
             untouched()
             assert as_b.receipts.record(owner_agent, forged, "invoice:1") == (False, False)
             untouched()
@@ -200,7 +200,7 @@ def test_two_teams_share_one_database_and_neither_can_touch_the_others_job(
                            args) == []
             untouched()
             # A declaration of team A's job, as code or posing as team B's ClaimSchedule.
-            declared = as_b.upsert_schedule(JobSpec(job_name="billing", schedule="@every 1s"))
+            declared = as_b.schedules.upsert(JobSpec(job_name="billing", schedule="@every 1s"))
             assert declared.outcome == "unchanged"
             assert declared.held_by and "team-a/billing" in declared.held_by
             impostor = spec_json(JobSpec(job_name="billing", schedule="@every 1s",
@@ -256,19 +256,19 @@ def test_a_teams_agent_role_cannot_claim_another_teams_runs(
     """Team B's agent, registering a handler under team A's job name, must not take its runs
     (and run its own code in their place)."""
     _, team_b = teams
-    store.upsert_schedule(JobSpec(job_name="billing", schedule="@every 1h", source="operator",
+    store.schedules.upsert(JobSpec(job_name="billing", schedule="@every 1h", source="operator",
                                   owner="team-a/billing"))  # as the operator writes it
-    store.request_runs("billing", [datetime.now(UTC) - timedelta(seconds=5)], "manual")
+    store.listings.request_runs("billing", [datetime.now(UTC) - timedelta(seconds=5)], "manual")
     (active_since,) = run_sql(dsn, "UPDATE job_schedule SET active_since = now() - interval"
                                    " '1 hour' RETURNING active_since")[0]
     due = datetime.now(UTC) - timedelta(seconds=1)
     as_b = Store(team_b.dsn)
     as_b.open()
     try:
-        taken = as_b.reclaim("team-b-0", ["billing"], 1)
+        taken = as_b.claims.reclaim("team-b-0", ["billing"], 1)
         for lease in taken:
-            as_b.complete("team-b-0", [Completion(lease, "done")])
-        claimed = as_b.claim("team-b-0", [Candidate("billing", due, active_since)], 1)
+            as_b.claims.complete("team-b-0", [Completion(lease, "done")])
+        claimed = as_b.claims.claim("team-b-0", [Candidate("billing", due, active_since)], 1)
     finally:
         as_b.close()
     assert taken == []
@@ -289,7 +289,7 @@ def test_a_team_can_neither_rewrite_nor_stop_another_teams_agent_and_lists_only_
     team A's job is taken as before; team B's own row lists only the jobs of its scope."""
     team_a, team_b = teams
     for job, team in (("billing", TEAM_A), ("reports", TEAM_B)):
-        store.upsert_schedule(JobSpec(job_name=job, schedule="@yearly", source="operator",
+        store.schedules.upsert(JobSpec(job_name=job, schedule="@yearly", source="operator",
                                       owner=f"{team}/{job}"))
     ran = threading.Event()
     agent = Agent(team_a.dsn, agent_id="team-a-0", migrate=False, housekeeping_seconds=0.3,
@@ -307,7 +307,7 @@ def test_a_team_can_neither_rewrite_nor_stop_another_teams_agent_and_lists_only_
         assert agent_row(dsn, "team-b-0")[0] == ["reports"]
         assert [agent_row(dsn, a)[2] for a in ("team-a-0", "team-b-0")] == [
             team_a.role, team_b.role]
-        store.request_runs("billing", [datetime.now(UTC) - timedelta(seconds=1)], "manual")
+        store.listings.request_runs("billing", [datetime.now(UTC) - timedelta(seconds=1)], "manual")
         assert ran.wait(15), "team A's agent never took the manual run of its job"
     wait_for(lambda: run_sql(dsn, "SELECT status, claimed_by FROM job_runs") == [
         ("done", "team-a-0")], "the manual run done by team A's agent")
@@ -341,13 +341,13 @@ def test_a_team_reads_only_its_own_jobs_rows_with_its_roles_and_in_the_web_view(
             made[role] = psycopg.conninfo.make_conninfo(dsn, user=role, password=password)
     b_agent, b_people = (made[f"team_b_{kind}_{suffix}"] for kind in ("agent", "people"))
     for job, namespace in (("billing", TEAM_A), ("reports", TEAM_B)):
-        store.upsert_schedule(JobSpec(job_name=job, schedule="@yearly", source="operator",
+        store.schedules.upsert(JobSpec(job_name=job, schedule="@yearly", source="operator",
                                       owner=f"{namespace}/{job}"))
-        store.request_runs(job, [datetime.now(UTC) - timedelta(seconds=5)], "manual")
-        (lease,) = store.reclaim(f"{namespace}-0", [job], 1)
+        store.listings.request_runs(job, [datetime.now(UTC) - timedelta(seconds=5)], "manual")
+        (lease,) = store.claims.reclaim(f"{namespace}-0", [job], 1)
         store.receipts.record(f"{namespace}-0", lease, "sent")
-        store.complete(f"{namespace}-0", [Completion(lease, "done")])
-        store.housekeeping(f"{namespace}-0", [job], {
+        store.claims.complete(f"{namespace}-0", [Completion(lease, "done")])
+        store.claims.housekeeping(f"{namespace}-0", [job], {
             "hostname": "h", "pod": None, "namespace": namespace, "version": "t",
             "ttl_seconds": 60, "tzdata": "t"})
     try:
@@ -409,16 +409,16 @@ def test_a_scope_by_name_holds_no_other_teams_job_that_the_name_would_match_as_a
     try:
         for job, owner in (("daily-report", "team-a/daily-report"),
                            ("daily_report", "team-b/daily-report")):
-            store.upsert_schedule(JobSpec(job_name=job, schedule="@yearly", source="operator",
+            store.schedules.upsert(JobSpec(job_name=job, schedule="@yearly", source="operator",
                                           owner=owner))
-            store.request_runs(job, [datetime.now(UTC) - timedelta(seconds=5)], "manual")
+            store.listings.request_runs(job, [datetime.now(UTC) - timedelta(seconds=5)], "manual")
         (active_since,) = run_sql(dsn, "UPDATE job_schedule SET active_since = now() - interval"
                                        " '1 hour' RETURNING active_since")[0]
         as_b = Store(team_b)
         as_b.open()
         try:
-            taken = as_b.reclaim("team-b-0", ["daily-report", "daily_report"], 4)
-            claimed = as_b.claim("team-b-0", [Candidate(
+            taken = as_b.claims.reclaim("team-b-0", ["daily-report", "daily_report"], 4)
+            claimed = as_b.claims.claim("team-b-0", [Candidate(
                 "daily-report", datetime.now(UTC) - timedelta(seconds=1), active_since)], 1)
         finally:
             as_b.close()
@@ -442,14 +442,14 @@ def test_a_function_another_team_put_in_the_schema_never_runs_inside_a_claim(
     run_sql(dsn, sql.SQL("GRANT CREATE ON SCHEMA claimsched TO {}").format(
         sql.Identifier(team_b.role)))
     run_sql(team_b.dsn, HIJACK)
-    store.upsert_schedule(JobSpec(job_name="billing", schedule="@yearly", source="operator",
+    store.schedules.upsert(JobSpec(job_name="billing", schedule="@yearly", source="operator",
                                   owner="team-a/billing"))
     ran = threading.Event()
     agent = Agent(team_a.dsn, agent_id="team-a-0", migrate=False, housekeeping_seconds=0.3,
                   shutdown_grace_seconds=2)
     agent.job("billing")(lambda run: ran.set())
     with agent:
-        store.request_runs("billing", [datetime.now(UTC) - timedelta(seconds=1)], "manual")
+        store.listings.request_runs("billing", [datetime.now(UTC) - timedelta(seconds=1)], "manual")
         assert ran.wait(15), "team A's agent never ran its job"
         wait_for(lambda: run_sql(dsn, "SELECT status FROM job_runs") == [("done",)], "done")
     assert run_sql(dsn, "SELECT count(*) FROM agent_scopes") == [(2,)]

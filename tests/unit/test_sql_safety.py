@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from claimsched.db.queries import SPEC_LISTS
+from claimsched.db.queries import SPEC_LISTS, call, function_files, queries
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = [REPO / "agent" / "claimsched", REPO / "operator" / "claimsched_operator"]
@@ -23,8 +23,9 @@ SOURCES = [REPO / "agent" / "claimsched", REPO / "operator" / "claimsched_operat
 
 EXECUTORS = {"execute", "executemany", "copy", "stream"}
 # statements read from the packaged, reviewed .sql files (roles_sql fills in quoted
-# identifiers and literals only: sql.SQL(file).format(Identifier(...), Literal(...)))
-SAFE_CALLS = {"query", "sql_text", "roles_sql"}
+# identifiers and literals only: sql.SQL(file).format(Identifier(...), Literal(...)); call
+# makes a function's call from its signature: placeholders only, proven below)
+SAFE_CALLS = {"query", "sql_text", "roles_sql", "call"}
 # (version or file name, ..., SQL text) of the packaged migrations and function files
 SAFE_ITERATORS = {"migration_files", "function_files"}
 COMPOSABLES = {"SQL", "Identifier", "Literal", "Placeholder", "Composed"}
@@ -281,6 +282,8 @@ def test_the_scan_flags_sql_built_from_runtime_values(code: str) -> None:
     [
         "def f(conn, j):\n    conn.execute('SELECT * FROM t WHERE j = %s', [j])",
         "from .queries import query\ndef f(conn, j):\n    conn.execute(query('claim'), {'j': j})",
+        "from .queries import call\ndef f(conn, j):\n"
+        "    conn.execute(call('cs_claim_v2'), {'j': j})",
         "from psycopg import sql\ndef f(conn, s):\n"
         "    conn.execute(sql.SQL('CREATE SCHEMA {}').format(sql.Identifier(s)))",
         "from psycopg import sql\nQ = sql.SQL('DROP TABLE {}')\n"
@@ -296,6 +299,7 @@ def test_the_scan_flags_sql_built_from_runtime_values(code: str) -> None:
     ids=[
         "parameters",
         "named query",
+        "function call",
         "sql composition",
         "module composable",
         "module constant",
@@ -311,17 +315,48 @@ def test_the_scan_accepts_the_projects_own_sql(code: str) -> None:
 
 def test_named_queries_take_parameters_only_as_placeholders() -> None:
     """The .sql files hold statements with %(name)s parameters; nothing else is substituted but
-    the spec column lists, which are composed of quoted identifiers, and {schema}, claimsched's
-    schema as a quoted identifier (claimsched.db.queries)."""
+    the spec column lists, which are composed of quoted identifiers (claimsched.db.queries)."""
     folder = REPO / "agent" / "claimsched" / "db" / "sql"
     files = [folder / "queries.sql", folder / "operator.sql", folder / "views.sql"]
     for path in files:
         text = re.sub(r"--[^\n]*|'[^']*'", "", path.read_text())  # comments, string literals
         fields = set(re.findall(r"\{[a-z_0-9]*\}", text))
-        assert fields <= {f"{{{name}}}" for name in (*SPEC_LISTS, "schema")}, (
+        assert fields <= {f"{{{name}}}" for name in SPEC_LISTS}, (
             f"{path.name}: {fields}")
         for token in re.findall(r"%%|%\([a-z_]+\)s|%.", text):
             assert token == "%%" or token.startswith("%("), f"{path.name}: {token!r}"
+
+
+CALLED = re.compile(r'SELECT \* FROM (?:"(?:[^"]|"")+"\.)?"\w+"\('
+                    r'(?:%\([a-z_]+\)s::[a-z][a-z ]*(?:\[\])?(?:, (?=%))?)*\)')
+
+
+def test_function_calls_take_parameters_only_as_placeholders() -> None:
+    """claimsched.db.queries.call makes `SELECT * FROM f(%(a)s::type, ...)` from the signature
+    of sql/functions/f.sql: the function a quoted identifier, each parameter a placeholder cast
+    to a type name; a name that is no function file, or a parameter of another shape, is
+    refused rather than written into a statement."""
+    made = 0
+    for file_name, _ in function_files():
+        function = file_name.removesuffix(".sql")
+        if not function.startswith("cs_"):
+            continue
+        for schema in (None, 'odd "schema"'):
+            statement = call(function, schema)
+            assert CALLED.fullmatch(statement), statement
+            made += 1
+    assert made >= 40, f"only {made} calls made: the scan is broken"
+    for name in ("cs_claim_v2(); DROP TABLE job_runs; --", "../queries", "agent_alive"):
+        with pytest.raises((ValueError, FileNotFoundError)):
+            call(name)
+
+
+def test_no_named_query_only_forwards_to_a_function() -> None:
+    """Such a query would write the function's parameters a second time: call makes it."""
+    forwarding = re.compile(r"SELECT (\*|[\w, ]+) FROM (\{schema\}\.)?\w+\((?:[^()]|%\(\w+\)s)*\)")
+    for name, body in queries().items():
+        text = "\n".join(line for line in body.splitlines() if not line.startswith("--"))
+        assert not forwarding.fullmatch(" ".join(text.split())), name
 
 
 def test_ruff_rejects_sql_built_from_strings_too() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from .common import Add, emit, iso, open_store
@@ -13,13 +14,13 @@ def agents(args: argparse.Namespace) -> int:
     try:
         rows = [
             {
-                **a,
-                "handlers": ",".join(a["handlers"]),
-                "jobs": len(a["handlers"]),
-                "last_seen": iso(a["last_seen"]),
-                "started_at": iso(a["started_at"]),
+                **dataclasses.asdict(a),
+                "handlers": ",".join(a.handlers),
+                "jobs": len(a.handlers),
+                "last_seen": iso(a.last_seen),
+                "started_at": iso(a.started_at),
             }
-            for a in store.list_agents()
+            for a in store.listings.agents()
         ]
     finally:
         store.close()

@@ -35,7 +35,7 @@ def open_store(args: argparse.Namespace, *, check: bool = True) -> Store:
     store.open(timeout=args.connect_timeout)
     if check:  # never read or write a schema this code does not understand
         try:
-            store.check_version()
+            store.admin.check_version()
         except ClaimschedError:
             store.close()
             raise

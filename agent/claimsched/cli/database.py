@@ -17,11 +17,11 @@ def migrate(args: argparse.Namespace) -> int:
     agents call each: what a rolling upgrade still needs, and what a later release may drop."""
     store = open_store(args, check=False)
     try:
-        served = store.served_agent_apis()
+        served = store.admin.served_agent_apis()
         with tables.progress("migrating"):
-            applied = store.migrate()
-        version = store.schema_version()
-        apis = store.agent_apis()
+            applied = store.admin.migrate()
+        version = store.admin.schema_version()
+        apis = store.admin.agent_apis()
     finally:
         store.close()
     dropped = sorted(served - {api.api for api in apis})
@@ -46,10 +46,11 @@ def maintain(args: argparse.Namespace) -> int:
     store = open_store(args, check=False)
     try:
         with tables.progress("maintaining partitions and retention"):
-            summary = store.maintain(args.retention_days)
+            summary = store.admin.maintain(args.retention_days)
     finally:
         store.close()
-    print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
+    done = dataclasses.asdict(summary)
+    print(json.dumps(done) if args.json else "\n".join(f"{k}: {v}" for k, v in done.items()))
     return 0
 
 
@@ -63,8 +64,8 @@ def roles(args: argparse.Namespace) -> int:
                   team=args.team_role)
     store = open_store(args)
     try:
-        store.grant_roles(names)
-        matching = store.scoped_jobs(names.agent)
+        store.admin.grant_roles(names)
+        matching = store.admin.scoped_jobs(names.agent)
     finally:
         store.close()
     summary = {"agent_role": names.agent, "operator_role": names.operator, "schema": args.schema,

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .. import tables
-from ..db import Store, redact_text
+from ..db import Listings, Store, redact_text
 from ..errors import ClaimschedError, InvalidSpec, UnknownJob
 from ..records import Queued, QueuedRun
 from .common import Add, instant, iso, open_store
@@ -25,10 +25,10 @@ def trigger(args: argparse.Namespace) -> int:
     check_wait(args)
     store = open_store(args)
     try:
-        queued = store.queue_runs(args.job, [store.db_now()], "manual")
+        queued = store.listings.queue_runs(args.job, [store.db_now()], "manual")
         if not queued:
             raise ClaimschedError(f"a run of {args.job} at this instant already exists")
-        warn_unhandled(store, args.job)
+        warn_unhandled(store.listings, args.job)
         (run,) = queued
         result: dict[str, Any] = {"job": args.job, "id": run.id,
                                   "fire_time": iso(run.fire_time), "status": "pending"}
@@ -38,7 +38,7 @@ def trigger(args: argparse.Namespace) -> int:
             return 0
         if not args.json:
             print(said, flush=True)
-        waited = wait(store, queued, args.timeout)
+        waited = wait(store.listings, queued, args.timeout)
     finally:
         store.close()
     (found,) = waited.runs
@@ -55,8 +55,9 @@ def backfill(args: argparse.Namespace) -> int:
     try:
         occurrences = _occurrences(store, args.job, start, end)
         with tables.progress(f"queueing {len(occurrences)} occurrences"):
-            queued = store.queue_runs(args.job, occurrences, "backfill") if occurrences else []
-        warn_unhandled(store, args.job)
+            queued = (store.listings.queue_runs(args.job, occurrences, "backfill")
+                      if occurrences else [])
+        warn_unhandled(store.listings, args.job)
         result: dict[str, Any] = {
             "job": args.job,
             "occurrences": len(occurrences),
@@ -75,7 +76,7 @@ def backfill(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps(result))
             return 0
-        waited = wait(store, queued, args.timeout)
+        waited = wait(store.listings, queued, args.timeout)
     finally:
         store.close()
     result |= {"runs": [run_json(found) for found in waited.runs], **wait_json(waited)}
@@ -90,7 +91,7 @@ def _occurrences(store: Store, job: str, start: datetime, end: datetime) -> list
             f"backfill: TO ({iso(end)}) is in the future (database clock {iso(now)}); "
             "occurrences still to come run at their time"
         )
-    records = {r.job_name: r for r in store.load_schedules()}
+    records = {r.job_name: r for r in store.schedules.load()}
     if job not in records:
         raise UnknownJob(f"no schedule for job {job!r}")
     occurrences = records[job].parsed.between(start - TICK, end, limit=MAX_BACKFILL + 1)
@@ -110,18 +111,18 @@ def check_wait(args: argparse.Namespace) -> None:
         raise InvalidSpec(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
 
 
-def warn_unhandled(store: Store, job: str) -> None:
+def warn_unhandled(listings: Listings, job: str) -> None:
     """One line on stderr when no live agent has a handler for `job`: its runs wait for one."""
-    if any(agent["alive"] and job in agent["handlers"] for agent in store.list_agents()):
+    if any(agent.alive and job in agent.handlers for agent in listings.agents()):
         return
     print(f"claimsched: warning: no live agent handles job {job!r}; its queued runs wait "
           "until one starts", file=sys.stderr)
 
 
-def wait(store: Store, queued: list[Queued], timeout: float | None) -> Waited:
+def wait(listings: Listings, queued: list[Queued], timeout: float | None) -> Waited:
     """Follow the queued runs, with a line of progress on a terminal."""
     with tables.StatusLine() as line:
-        return follow(store, queued, timeout, line.show)
+        return follow(listings, queued, timeout, line.show)
 
 
 def run_json(found: QueuedRun) -> dict[str, Any]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from datetime import datetime
 from typing import Any
 
-from ..db import Views
+from ..db import RunRow, Views
 from ..errors import ClaimschedError, UnknownJob
 from ..schedule.deadlines import DEFAULT_GRACE
 from ..web.model import summary
@@ -18,7 +19,7 @@ from .common import Add, emit, iso, open_store
 def runs(args: argparse.Namespace) -> int:
     store = open_store(args)
     try:
-        found = store.list_runs(args.job, args.status, args.limit)
+        found = store.listings.runs(args.job, args.status, args.limit)
     finally:
         store.close()
     rows = [_row(r) for r in found]
@@ -36,9 +37,10 @@ def runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _row(found: dict[str, Any]) -> dict[str, Any]:
+def _row(run: RunRow) -> dict[str, Any]:
     """A run as the CLI shows it: times in UTC ISO 8601, and `attempts`, oldest first: those a
     later attempt superseded (orphaned, fenced_out, failed), then the run's own."""
+    found = dataclasses.asdict(run)
     superseded = [{**a, **{k: iso(datetime.fromisoformat(a[k])) if a[k] else None
                            for k in ("started_at", "ended_at")}}
                   for a in found.pop("superseded")]

@@ -15,7 +15,7 @@ def apply(args: argparse.Namespace) -> int:
     specs = load_claimschedules(Path(args.file))
     store = open_store(args)
     try:
-        written = [(s.job_name, store.upsert_schedule(s)) for s in specs]
+        written = [(s.job_name, store.schedules.upsert(s)) for s in specs]
     finally:
         store.close()
     results = [{"job": job, "result": "refused" if w.held_by else w.outcome, "owner": w.held_by}
@@ -32,8 +32,8 @@ def apply(args: argparse.Namespace) -> int:
 def schedules(args: argparse.Namespace) -> int:
     store = open_store(args)
     try:
-        records, now = store.load_schedules(), store.db_now()
-        identity = store.database_identity()
+        records, now = store.schedules.load(), store.db_now()
+        identity = store.admin.database_identity()
     finally:
         store.close()
     durability = identity.durability if identity else None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
+from ..db import Suspension
 from ..errors import InvalidSpec
 from ..schedule.specs import MAX_REASON
 from .common import Add, instant, iso, open_store
@@ -19,7 +19,7 @@ def suspend(args: argparse.Namespace) -> int:
     try:
         if until is not None and until <= store.db_now():
             raise InvalidSpec(f"suspend: --until {args.until} has passed already")
-        row = store.suspend_schedule(args.job, until, args.reason)
+        row = store.schedules.suspend(args.job, until, args.reason)
     finally:
         store.close()
     return _said(args, row, f"suspended {args.job}" + (
@@ -29,20 +29,20 @@ def suspend(args: argparse.Namespace) -> int:
 def resume(args: argparse.Namespace) -> int:
     store = open_store(args)
     try:
-        row = store.resume_schedule(args.job)
+        row = store.schedules.resume(args.job)
     finally:
         store.close()
     return _said(args, row, f"resumed {args.job}: occurrences from now on run, none "
                             "that fell while it was suspended")
 
 
-def _said(args: argparse.Namespace, row: dict[str, Any], said: str) -> int:
+def _said(args: argparse.Namespace, row: Suspension, said: str) -> int:
     if args.json:
-        print(json.dumps({"job": row["job_name"], "enabled": row["enabled"],
-                          "suspend_until": iso(row["suspend_until"]),
-                          "suspend_reason": row["suspend_reason"]}))
+        print(json.dumps({"job": row.job_name, "enabled": row.enabled,
+                          "suspend_until": iso(row.suspend_until),
+                          "suspend_reason": row.suspend_reason}))
     else:
-        print(said + (f" ({row['suspend_reason']})" if row["suspend_reason"] else ""))
+        print(said + (f" ({row.suspend_reason})" if row.suspend_reason else ""))
     return 0
 
 

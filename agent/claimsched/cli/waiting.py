@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ..db import Store
+from ..db import Listings
 from ..records import Queued, QueuedRun, QueuedState
 
 POLL_SECONDS = 0.5  # between two reads of the runs not done yet
@@ -50,7 +50,7 @@ def progress(counts: dict[str, int]) -> str:
             f"{counts['pending']} pending")
 
 
-def follow(store: Store, queued: Sequence[Queued], timeout: float | None,
+def follow(listings: Listings, queued: Sequence[Queued], timeout: float | None,
            show: Callable[[str], None]) -> Waited:
     """Read the runs not done yet every POLL_SECONDS, `show` how far they are, and return once
     all are done, one failed for good, or `timeout` seconds (None: no limit) have passed. A
@@ -59,7 +59,7 @@ def follow(store: Store, queued: Sequence[Queued], timeout: float | None,
     latest = {run.id: QueuedRun(run, "pending", "pending", 0, None) for run in queued}
     while True:
         unsettled = [run for run in queued if latest[run.id].state != "done"]
-        for found in store.queued_runs(unsettled) if unsettled else []:
+        for found in listings.queued_runs(unsettled) if unsettled else []:
             latest[found.run.id] = found
         waited = time.monotonic() - began
         runs = [latest[run.id] for run in queued]

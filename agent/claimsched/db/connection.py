@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, LiteralString
 
 import psycopg
@@ -24,6 +24,9 @@ from ..errors import (
 from ..settings import schema_name
 from .queries import query
 from .session import SessionOptions
+
+#: A pooled connection with claimsched's settings, as a context (Store.connection).
+Connect = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 
 #: Connection options whose values are secrets (libpq's own names).
 SECRET_OPTIONS = frozenset({"password", "sslpassword"})

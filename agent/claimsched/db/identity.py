@@ -12,7 +12,7 @@ import psycopg
 from psycopg import errors as pgerrors
 
 from ..records import DatabaseIdentity
-from .queries import query
+from .queries import call
 
 log = logging.getLogger("claimsched.store")
 
@@ -22,7 +22,7 @@ def read_identity(conn: psycopg.Connection[Any]) -> DatabaseIdentity | None:
     In a savepoint when `conn` is in a transaction, so a missing function aborts nothing."""
     try:
         with conn.transaction():
-            row = conn.execute(query("database_identity")).fetchone()
+            row = conn.execute(call("database_identity")).fetchone()
     except pgerrors.UndefinedFunction:
         return None
     assert row is not None
@@ -53,8 +53,8 @@ class IdentityWatch:
             return
         with self._lock:
             before, self.current = self.current, found
-        for call in self._on_identity:
-            call(found)
+        for listener in self._on_identity:
+            listener(found)
         if before is None:
             log.info("database: %s", found, extra={"action": "db_identity"})
         elif found.failed_over_from(before):

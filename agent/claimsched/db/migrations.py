@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,7 +13,7 @@ from psycopg import sql
 from ..errors import ConfigurationError, SchemaMismatch
 from ..records import AgentApi
 from .connection import search_path
-from .queries import function_files, migration_files, query, sql_text
+from .queries import call, function_files, migration_files, query, sql_text
 
 log = logging.getLogger("claimsched.migrations")
 
@@ -153,7 +154,7 @@ def refuse_dropping_called_apis(conn: psycopg.Connection[Any], dropped: set[int]
     agent still calls a version of the agent API that a migration dropped: it would fail at
     its next statement."""
     for api in sorted(dropped):
-        callers = conn.execute(query("api_callers"), {"api": api}).fetchall()
+        callers = conn.execute(call("cs_api_callers"), {"api": api}).fetchall()
         if callers:
             raise SchemaMismatch(
                 f"this migrate would drop version {api} of the agent API, which live agents "
@@ -216,9 +217,22 @@ def ensure_partitions(conn: psycopg.Connection[Any], months_ahead: int = 3) -> l
     return created
 
 
+@dataclass(frozen=True)
+class Maintenance:
+    """What a maintenance pass did: the partitions of job_runs it created ahead and dropped past
+    the retention period, and how many rows it purged or expired."""
+
+    partitions_created: list[str]
+    partitions_dropped: list[str]
+    default_rows_purged: int
+    effects_expired: int
+    attempts_expired: int
+    agents_forgotten: int
+
+
 def maintain(
     conn: psycopg.Connection[Any], schema: str, retention_days: int = 90
-) -> dict[str, Any]:
+) -> Maintenance:
     """Partitions ahead, history older than the retention period dropped, stale presence gone."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
@@ -227,7 +241,7 @@ def maintain(
         return _maintain(conn, retention_days)
 
 
-def _maintain(conn: psycopg.Connection[Any], retention_days: int) -> dict[str, Any]:
+def _maintain(conn: psycopg.Connection[Any], retention_days: int) -> Maintenance:
     created = ensure_partitions(conn)
     now = conn.execute(query("db_now")).fetchone()[0]  # type: ignore[index]
     horizon = now - timedelta(days=retention_days)
@@ -245,11 +259,11 @@ def _maintain(conn: psycopg.Connection[Any], retention_days: int) -> dict[str, A
     effects = conn.execute(query("expire_effects"), {"days": retention_days}).rowcount
     attempts = conn.execute(query("expire_attempts"), {"days": retention_days}).rowcount
     agents = conn.execute(query("forget_agents")).rowcount
-    return {
-        "partitions_created": created,
-        "partitions_dropped": dropped,
-        "default_rows_purged": purged,
-        "effects_expired": effects,
-        "attempts_expired": attempts,
-        "agents_forgotten": agents,
-    }
+    return Maintenance(
+        partitions_created=created,
+        partitions_dropped=dropped,
+        default_rows_purged=purged,
+        effects_expired=effects,
+        attempts_expired=attempts,
+        agents_forgotten=agents,
+    )

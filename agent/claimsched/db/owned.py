@@ -14,7 +14,7 @@ from ..errors import DatabaseConflict, UnknownJob
 from ..records import Written
 from ..schedule.specs import JobSpec
 from .arrays import literal
-from .queries import query
+from .queries import call, query
 from .store import Store
 
 
@@ -26,7 +26,7 @@ class OwnedSchedules:
 
     def sync(self, spec: JobSpec) -> Written:
         """Write the row of `spec` (whose owner is a ClaimSchedule), unless another owns it."""
-        return self.store.upsert_schedule(spec)
+        return self.store.schedules.upsert(spec)
 
     def release(self, owner: str) -> str | None:
         """Disable the row of the deleted ClaimSchedule `owner` and let go of it (the next
@@ -58,7 +58,7 @@ class OwnedSchedules:
         when that key asked for its run before (by this operator or another one)."""
         params = {"job_name": job_name, "trigger_key": trigger_key}
         with self.store.connection() as conn, conn.transaction():
-            row = conn.execute(query("operator_trigger_run"), params).fetchone()
+            row = conn.execute(call("cs_trigger_run"), params).fetchone()
             assert row is not None
             known, keyed, requested = row
             if not known:

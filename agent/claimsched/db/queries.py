@@ -1,7 +1,9 @@
-"""Named queries loaded from sql/queries.sql: `-- name: x`, a description, then the body."""
+"""The statements of the sql/ files: named queries (sql/queries.sql: `-- name: x`, a description,
+then the body), and calls of the functions of sql/functions/, made from their signatures."""
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 
@@ -64,15 +66,49 @@ def queries() -> dict[str, str]:
 
 
 @cache
-def query(name: str, schema: str | None = None) -> str | sql.Composed:
-    """The named query, its spec column lists filled in where it has any, and `{schema}` with
-    claimsched's schema, quoted, for a statement on a connection whose search_path is not ours."""
+def query(name: str) -> str | sql.Composed:
+    """The named query, its spec column lists filled in where it has any."""
     text = queries()[name]
-    if schema is not None:
-        return sql.SQL(text).format(schema=sql.Identifier(schema))
     if "{spec_" not in text:
         return text
     return sql.SQL(text).format(**SPEC_LISTS)
+
+
+_FUNCTION = re.compile(r"^CREATE OR REPLACE FUNCTION (\w+)\(([^)]*)\)", re.MULTILINE)
+_PARAMETER = re.compile(r"p_(\w+) ([a-z][a-z ]*[a-z](?:\[\])?)")  # p_jobs text[]
+
+
+@cache
+def parameters(function: str) -> tuple[tuple[str, str], ...]:
+    """(name, type) of each input parameter of sql/functions/<function>.sql, in order, the
+    name without its `p_`: `p_jobs text[]` is ("jobs", "text[]"). ValueError for a parameter
+    that is not `p_<name> <type>` (its OUT parameters are its result, not parameters)."""
+    if not re.fullmatch(r"\w+", function):
+        raise ValueError(f"no function {function!r}")
+    found = _FUNCTION.search(sql_text(f"functions/{function}.sql"))
+    if found is None or found[1] != function:
+        raise ValueError(f"sql/functions/{function}.sql does not create {function}")
+    declared = [" ".join(p.split()) for p in found[2].split(",") if p.strip()]
+    inputs = [p for p in declared if not p.startswith("OUT ")]
+    for each in inputs:
+        if not _PARAMETER.fullmatch(each):
+            raise ValueError(f"{function}: parameter {each!r} is not `p_<name> <type>`")
+    return tuple((m[1], m[2]) for m in map(_PARAMETER.fullmatch, inputs) if m)
+
+
+@cache
+def call(function: str, schema: str | None = None) -> str:
+    """The statement that calls the function `function` of sql/functions/ with its parameters:
+    `SELECT * FROM function(%(name)s::type, ...)`, each parameter a placeholder named as the
+    function names it (without `p_`) and cast to the type it declares (an array travels as the
+    text of its literal: db/arrays.py). Made from the function's own signature, so that a
+    statement which only forwards to a function is not written a second time in a .sql file.
+    With `schema`, the function is named with it (a connection whose search_path is not ours)."""
+    name = sql.Identifier(function) if schema is None else sql.Identifier(schema, function)
+    arguments = sql.SQL(", ").join(
+        sql.SQL("{}::{}").format(sql.Placeholder(param), sql.SQL(kind))  # `kind` matched _PARAMETER
+        for param, kind in parameters(function))
+    return sql.SQL("SELECT * FROM {}({})").format(name, arguments).as_string(None)
 
 
 def function_files() -> list[tuple[str, str]]:

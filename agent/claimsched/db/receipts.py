@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -12,10 +12,8 @@ from psycopg import errors as pgerrors
 from ..conflicts import retry_conflicts
 from ..errors import DatabaseConflict
 from ..records import Lease
-from .connection import translated
-from .queries import query
-
-Connect = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
+from .connection import Connect, translated
+from .queries import call, query
 
 
 def _params(agent_id: str, lease: Lease, entity: str) -> dict[str, Any]:
@@ -74,7 +72,7 @@ class Receipts:
 
     def _alone(self, params: dict[str, Any]) -> Any:
         with self._connect() as own:
-            return own.execute(query("effect"), params).fetchone()
+            return own.execute(call("cs_effect_v2"), params).fetchone()
 
     def _in_transaction(
         self, conn: psycopg.Connection[Any], params: dict[str, Any], lease: Lease
@@ -83,13 +81,13 @@ class Receipts:
         # transaction's bounds (see _bound_idle; its commit waits as claimsched's own commits
         # do), then the receipt, its function named with our schema.
         conn.execute(query("app_transaction_settings"), {"ms": _lease_millis(lease)})
-        return conn.execute(query("effect_in_app_transaction", self._schema), params).fetchone()
+        return conn.execute(call("cs_effect_v2", self._schema), params).fetchone()
 
     @staticmethod
     def _in_savepoint(conn: psycopg.Connection[Any], params: dict[str, Any]) -> Any:
         # A savepoint: a lost deadlock rolls back only the insert, which can then be retried.
         with translated(), conn.transaction():
-            return conn.execute(query("effect"), params).fetchone()
+            return conn.execute(call("cs_effect_v2"), params).fetchone()
 
     @contextmanager
     def hold(self, agent_id: str, lease: Lease, entity: str) -> Iterator[tuple[bool, bool]]:

@@ -55,5 +55,5 @@ class Views:
                 return list(cur.execute(query(name), params))
         except DatabaseError as exc:
             if isinstance(exc.__cause__, pgerrors.UndefinedTable):
-                self.store.check_version()  # says which schemas hold claimsched's tables
+                self.store.admin.check_version()  # says which schemas hold claimsched's tables
             raise

@@ -187,7 +187,7 @@ class Claimer:
         candidates = self._candidates(capacity)
         if not candidates:
             return 0.0 if self.planner.truncated else self._satisfied()
-        claimed = self.store.claim(self.agent_id, candidates, capacity, self._sending)
+        claimed = self.store.claims.claim(self.agent_id, candidates, capacity, self._sending)
         if claimed is None:
             return 0.0  # stopping: the loop ends
         results = self._started(*claimed)
@@ -214,7 +214,7 @@ class Claimer:
         candidates = self.planner.plan(self._schedules, self.clock.now(), capacity)
         if self.planner.checks:  # handed to us: claim only what their first claimer left
             checks = self.planner.checks
-            unclaimed = self.store.unclaimed(checks)
+            unclaimed = self.store.claims.unclaimed(checks)
             if len(unclaimed) < len(checks):  # their first claimers took some
                 self._others_may_run()
             candidates += self.planner.confirmed(unclaimed)
@@ -261,7 +261,7 @@ class Claimer:
         may have left work behind are followed: their end looks again (run_ended)."""
         # The database reads the job list from our presence row when it holds it.
         jobs = None if self.listed() else self.names
-        leases = self.store.reclaim(self.agent_id, jobs, free, self._claiming)
+        leases = self.store.claims.reclaim(self.agent_id, jobs, free, self._claiming)
         full = len(leases) >= free  # more may wait than there were slots
         for lease in leases:
             metrics.RECLAIMS.labels(lease.job_name).inc()
@@ -324,7 +324,7 @@ class Claimer:
 
     def declare(self, spec: JobSpec) -> None:
         """Write a code declaration (at start, and when its row was released or is gone)."""
-        written = retry_conflicts(functools.partial(self.store.upsert_schedule, spec))
+        written = retry_conflicts(functools.partial(self.store.schedules.upsert, spec))
         self._owned_by(spec.job_name, written.held_by)
 
     def _owned_by(self, name: str, held_by: str | None) -> None:
@@ -383,7 +383,7 @@ class Claimer:
         read one row at a time) or gone."""
         outdated: set[str] = set()
         found = 0
-        for name, updated in self.store.each_schedule_version():
+        for name, updated in self.store.schedules.versions():
             entry = held.get(name)
             if entry is not None:
                 found += 1
@@ -392,7 +392,7 @@ class Claimer:
             elif name in self.handlers:
                 outdated.add(name)
         if found < len(held):  # rows gone without a notification (rare): which ones
-            outdated |= held.keys() - {name for name, _ in self.store.each_schedule_version()}
+            outdated |= held.keys() - {name for name, _ in self.store.schedules.versions()}
         return outdated
 
     def _read(self, names: AbstractSet[str]
@@ -408,7 +408,7 @@ class Claimer:
         # The shortest lease of the schedules: of all of them when all are read, else of these
         # and of those read before (a lease that grew counts until the next full read).
         shortest = None if len(names) >= len(self.handlers) else self._shortest_lease
-        for record in self.store.each_schedule(None if everything else sorted(names)):
+        for record in self.store.schedules.each(None if everything else sorted(names)):
             name = record.job_name
             if name in names:
                 name = self.handlers.own(name) or name

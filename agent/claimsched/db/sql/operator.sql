@@ -189,7 +189,3 @@ LEFT JOIN LATERAL (
     ) newer
 ) streak ON true
 
--- name: operator_trigger_run
--- A claimsched.io/trigger value asks for one manual run, once per trigger key.
--- The statement and what it decides: sql/functions/cs_trigger_run.sql.
-SELECT * FROM cs_trigger_run(%(job_name)s, %(trigger_key)s)

@@ -1,5 +1,7 @@
 -- Named queries. Each starts with `-- name: <name>`, then a description line, then the body.
--- Parameters are %(name)s; nothing is ever formatted into a statement.
+-- Parameters are %(name)s; nothing is ever formatted into a statement. A statement that only
+-- calls one of sql/functions/ is not written here: claimsched.db.queries.call makes it from the
+-- function's signature (SELECT * FROM cs_claim_v2(%(agent_id)s::text, ...)).
 
 -- name: db_now
 -- The database clock, used to measure this replica's offset.
@@ -32,15 +34,6 @@ SELECT set_config('synchronous_commit',
                        THEN 'on' ELSE current_setting('synchronous_commit') END,
                   true),
        set_config('idle_in_transaction_session_timeout', %(ms)s, true)
-
--- name: database_identity
--- Which database this is (system identifier, timeline) and how durable a commit is on it.
-SELECT system_identifier, timeline, durability FROM database_identity()
-
--- name: poll
--- Behind a pooler without a listen_dsn: the schedules' fingerprint, and whether runs of this
--- agent's jobs want an owner. The statement and what it decides: sql/functions/cs_poll_v2.sql.
-SELECT * FROM cs_poll_v2(%(agent_id)s)
 
 -- name: current_database
 -- The database connected to (`claimsched roles` grants CONNECT on it).
@@ -85,10 +78,6 @@ SELECT to_regclass('agent_apis') IS NOT NULL
 -- name: served_agent_apis
 -- The versions of the agent API this schema serves.
 SELECT api FROM agent_apis
-
--- name: api_callers
--- The live agents that call one version of the agent API (sql/functions/cs_api_callers.sql).
-SELECT agent_id, version FROM cs_api_callers(%(api)s)
 
 -- name: agent_api_callers
 -- The versions of the agent API this schema serves, oldest first, each with the live agents
@@ -145,17 +134,6 @@ WHERE job_name = ANY (%(names)s::text[])
 -- committed in.
 SELECT job_name, updated_at FROM job_schedule
 
--- name: upsert_schedule
--- Create or replace a schedule, unless another owner holds the job (the CLI, the operator).
--- The statement and what it decides: sql/functions/cs_upsert_schedule.sql.
-SELECT * FROM cs_upsert_schedule(%(spec)s)
-
--- name: declare_schedule
--- An agent's code declaration: upsert_schedule as source 'code', whatever `spec` says
--- (sql/functions/cs_declare_schedule_v2.sql), so an agent never takes over another owner's
--- row.
-SELECT * FROM cs_declare_schedule_v2(%(spec)s)
-
 -- name: suspend_schedule
 -- Suspend a schedule (`claimsched suspend`): until %(until)s when given (it then resumes by
 -- itself; the row stays enabled and the claim skips what falls before it), else until resumed.
@@ -183,74 +161,16 @@ SELECT source, owner FROM job_schedule WHERE job_name = %(job_name)s
 UPDATE job_schedule SET enabled = false WHERE job_name = %(job_name)s AND enabled
 RETURNING job_name
 
--- name: claim
--- Claim due occurrences in one statement; one row per candidate with its outcome.
--- The statement and what it decides: sql/functions/cs_claim_v2.sql.
-SELECT * FROM cs_claim_v2(%(agent_id)s, %(capacity)s::integer, %(jobs)s::text[],
-                          %(fire_times)s::timestamptz[], %(wants)s::text[], %(reasons)s::text[],
-                          %(latest)s::boolean[], %(since)s::timestamptz[])
-
 -- name: unclaimed
 -- Of these occurrences (parallel arrays), those no run row holds yet: a peer's check of the
 -- occurrences handed to it once their first claimer had its turn (claims.Planner.checks).
 -- Nothing is written or locked: the claim that may follow still decides. A probe per key
--- (OFFSET 0: a subplan per key, never a hash of job_runs); never prepared (store.py's
+-- (OFFSET 0: a subplan per key, never a hash of job_runs); never prepared (claims.py's
 -- read_unclaimed says why); only columns the agent's role may read.
 SELECT k.job_name, k.fire_time
 FROM unnest(%(jobs)s::text[], %(fire_times)s::timestamptz[]) AS k(job_name, fire_time)
 WHERE NOT EXISTS (SELECT 1 FROM job_runs r
                   WHERE r.job_name = k.job_name AND r.fire_time = k.fire_time OFFSET 0)
-
--- name: reclaim
--- Take over runs that want an owner (pending, orphaned, retry due): attempt + 1.
--- The statement and what it decides: sql/functions/cs_reclaim_v2.sql.
-SELECT * FROM cs_reclaim_v2(%(agent_id)s, %(jobs)s::text[], %(capacity)s::integer)
-
--- name: heartbeat
--- Renew the leases this agent still owns; a missing id is a lost lease.
--- The statement and what it decides: sql/functions/cs_heartbeat_v2.sql.
-SELECT * FROM cs_heartbeat_v2(%(agent_id)s, %(ids)s::bigint[], %(fire_times)s::timestamptz[],
-                              %(attempts)s::integer[], %(lease_tokens)s::uuid[],
-                              %(leases)s::double precision[])
-
--- name: complete
--- Record the outcome of finished runs, fenced by owner, attempt and lease token (batched).
--- The statement and what it decides: sql/functions/cs_complete_v2.sql.
-SELECT * FROM cs_complete_v2(%(agent_id)s, %(ids)s::bigint[], %(fire_times)s::timestamptz[],
-                             %(attempts)s::integer[], %(lease_tokens)s::uuid[],
-                             %(statuses)s::text[], %(errors)s::text[],
-                             %(retries)s::boolean[], %(max_attempts)s::integer[],
-                             %(backoffs)s::double precision[])
-
--- name: housekeeping
--- Presence, reaper and max_runtime in one cheap statement, every few seconds.
--- The statement and what it decides: sql/functions/cs_housekeeping_v2.sql.
-SELECT * FROM cs_housekeeping_v2(%(agent_id)s, %(hostname)s, %(pod)s, %(namespace)s,
-                                 %(handlers)s::text[], %(version)s, %(ttl_seconds)s::integer,
-                                 %(tzdata)s)
-
--- name: release
--- Graceful shutdown: end this agent's leases now.
--- The statement and what it decides: sql/functions/cs_release_v2.sql.
-SELECT * FROM cs_release_v2(%(agent_id)s, %(ids)s::bigint[], %(lease_tokens)s::uuid[])
-
--- name: agent_stopped
--- Graceful shutdown: this agent is gone.
--- The statement and what it decides: sql/functions/cs_agent_stopped_v2.sql.
-SELECT * FROM cs_agent_stopped_v2(%(agent_id)s)
-
--- name: effect
--- Record a side effect's receipt if this run still owns its occurrence.
--- The statement and what it decides: sql/functions/cs_effect_v2.sql.
-SELECT * FROM cs_effect_v2(%(run_id)s::bigint, %(fire_time)s, %(agent_id)s,
-                           %(attempt)s::integer, %(lease_token)s::uuid, %(entity)s, %(job_name)s)
-
--- name: effect_in_app_transaction
--- The same, on the app's connection, whose search_path is its own: the function is named with
--- claimsched's schema ({schema}), so nothing of the app's session is changed.
-SELECT * FROM {schema}.cs_effect_v2(%(run_id)s::bigint, %(fire_time)s, %(agent_id)s,
-                                    %(attempt)s::integer, %(lease_token)s::uuid, %(entity)s,
-                                    %(job_name)s)
 
 -- name: set_local_search_path
 -- Point unqualified names at claimsched's schema until the current transaction ends.
@@ -263,11 +183,6 @@ SELECT set_config('idle_in_transaction_session_timeout', %(ms)s, true)
 -- name: schedule_exists
 -- Whether a job has a schedule (manual runs need one).
 SELECT 1 FROM job_schedule WHERE job_name = %(job_name)s
-
--- name: request_run
--- A manual or backfill occurrence for an agent to pick up (pending, attempt 0).
--- The statement and what it decides: sql/functions/cs_request_runs.sql.
-SELECT * FROM cs_request_runs(%(job_name)s, %(fire_times)s::timestamptz[], %(kind)s)
 
 -- name: queued_runs
 -- Where these runs (keys as parallel arrays) stand for whoever waits for them (trigger and

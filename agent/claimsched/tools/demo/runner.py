@@ -64,13 +64,13 @@ def prepare(store: Store, schema: str) -> dict[str, tuple[Schedule, datetime]]:
             )
         if row is not None:
             conn.execute(compose(app.DROP_SCHEMA, schema))
-    store.migrate()
+    store.admin.migrate()
     with store.connection() as conn:
         conn.execute(compose(app.MARK_SCHEMA, schema, marker=app.SCHEMA_MARKER))
         conn.execute(app.LEDGER_DDL)
     for spec in app.specs():
-        store.upsert_schedule(spec)
-    records = {r.job_name: r for r in store.load_schedules()}
+        store.schedules.upsert(spec)
+    records = {r.job_name: r for r in store.schedules.load()}
     return {job: (records[job].parsed, records[job].active_since) for job in app.SCHEDULES}
 
 
@@ -201,7 +201,7 @@ class Demo:
             if code is not None and replica.state in {"running", "paused"}:
                 replica.state = "exited"
                 self.say(f"{replica.name} exited on its own (code {code})")
-        runs = [r for r in store.list_runs(limit=300) if r["job_name"] in app.SCHEDULES]
+        runs = [r for r in store.listings.runs(limit=300) if r.job_name in app.SCHEDULES]
         with store.connection() as conn:
             effects = effects_by_key(conn.execute(app.LEDGER_ROWS).fetchall())
         scenario.tick(runs, effects, self.seen)
@@ -251,12 +251,12 @@ class Demo:
             frame.phase = "stopped"
             if isinstance(live, Live):
                 live.update(view.render(frame, height, all_events=True), refresh=True)
-        runs = store.list_runs(limit=100_000)
+        runs = store.listings.runs(limit=100_000)
         with store.connection() as conn:
             effects = effects_by_key(conn.execute(app.LEDGER_ROWS).fetchall())
         summary = verdict(runs, effects, windows, stop_at - MARGIN, self.seen, scenario.complete)
         self.keep_logs = not summary["held"]
-        unfinished = sum(1 for r in runs if r["status"] in {"running", "orphaned", "pending"})
+        unfinished = sum(1 for r in runs if r.status in {"running", "orphaned", "pending"})
         summary.update(
             replicas=self.args.replicas, duration_seconds=float(self.args.duration),
             database={"embedded": self.pg is not None, "dsn": redact_dsn(dsn),

@@ -6,8 +6,8 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from ...db import RunRow
 from . import app
 from .fleet import Fleet
 from .observations import Effects, Key, Observations, hms
@@ -24,7 +24,7 @@ class Scenario:
     restarted: str | None = None
     paused_at: float = 0.0
     resumed: bool = False
-    reclaimed: dict[Key, tuple[str, int]] = field(default_factory=dict)
+    reclaimed: dict[Key, tuple[str | None, int]] = field(default_factory=dict)
     refused: bool = False
     refused_before: int = 0  # the paused replica's refusals before it was paused
 
@@ -45,23 +45,24 @@ class Scenario:
             return f"{self.paused[0]} resumed; waiting for its late work to be refused"
         return "the kill and the pause are done: running on to the end"
 
-    def tick(self, runs: list[dict[str, Any]], effects: Effects, seen: Observations) -> None:
-        rows = {(r["job_name"], r["fire_time"]): r for r in runs}
+    def tick(self, runs: list[RunRow], effects: Effects, seen: Observations) -> None:
+        rows = {(r.job_name, r.fire_time): r for r in runs}
         for fault in [f for f in (self.killed, self.paused) if f]:
             row = rows.get(fault[1])
-            if row and row["attempt"] > 1 and fault[1] not in self.reclaimed:
-                self.reclaimed[fault[1]] = (row["claimed_by"], row["attempt"])
-        busy = {r["claimed_by"] for r in runs if r["status"] == "running" and r["attempt"] > 1}
-        slow = [r for r in runs if r["job_name"] == app.SETTLE and r["status"] == "running"
-                and r["attempt"] == 1 and self.fleet.up(r["claimed_by"])]
-        for run in slow:
-            key: Key = (app.SETTLE, run["fire_time"])
-            done = {e for e, who, _ in effects.get(key, []) if who == run["claimed_by"]}
+            if row and row.attempt > 1 and fault[1] not in self.reclaimed:
+                self.reclaimed[fault[1]] = (row.claimed_by, row.attempt)
+        busy = {r.claimed_by for r in runs if r.status == "running" and r.attempt > 1}
+        slow = [(r.fire_time, r.claimed_by) for r in runs
+                if r.job_name == app.SETTLE and r.status == "running" and r.attempt == 1
+                and r.claimed_by is not None and self.fleet.up(r.claimed_by)]
+        for fire_time, claimer in slow:
+            key: Key = (app.SETTLE, fire_time)
+            done = {e for e, who, _ in effects.get(key, []) if who == claimer}
             if self.killed is None and done == {app.BATCHES[0]}:
-                return self._kill(run["claimed_by"], key)
+                return self._kill(claimer, key)
             if (self.killed and self.paused is None and key != self.killed[1] and len(done) < 2
-                    and run["claimed_by"] not in busy):  # not the one finishing the orphan
-                return self._pause(run["claimed_by"], key)
+                    and claimer not in busy):  # not the one finishing the orphan
+                return self._pause(claimer, key)
         if self.paused and not self.resumed and (
             self.paused[1] in self.reclaimed or time.monotonic() - self.paused_at > 30
         ):

@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ...db import RunRow
 from .app import BATCHES, EFFECTS
 from .observations import Effects, Key, Observations, hms
 
@@ -24,7 +25,7 @@ STATUS_STYLE = {"done": "green", "running": "yellow", "orphaned": "bold red", "f
 
 def fault_notes(
     killed: tuple[str, Key] | None, paused: tuple[str, Key] | None,
-    reclaimed: dict[Key, tuple[str, int]],
+    reclaimed: dict[Key, tuple[str | None, int]],
 ) -> dict[Key, str]:
     """What the demo did to these occurrences, for the "what happened" column."""
     notes: dict[Key, str] = {}
@@ -51,7 +52,7 @@ class Frame:
     duration: float
     phase: str
     replicas: list[tuple[str, int, str]]
-    runs: list[dict[str, Any]]
+    runs: list[RunRow]
     effects: Effects
     seen: Observations
     events: Sequence[tuple[float, str]]
@@ -59,10 +60,10 @@ class Frame:
     db_now: datetime
 
 
-def _winner(run: dict[str, Any], owners: dict[int, str]) -> Text:
-    chain = [owners[a] for a in sorted(owners) if a <= run["attempt"]]
-    if not chain and run["claimed_by"]:
-        chain = [run["claimed_by"]]
+def _winner(run: RunRow, owners: dict[int, str]) -> Text:
+    chain = [owners[a] for a in sorted(owners) if a <= run.attempt]
+    if not chain and run.claimed_by:
+        chain = [run.claimed_by]
     text = Text()
     for index, who in enumerate(chain):
         if index:
@@ -71,22 +72,22 @@ def _winner(run: dict[str, Any], owners: dict[int, str]) -> Text:
     return text
 
 
-def _note(run: dict[str, Any], key: Key, frame: Frame) -> Text:
+def _note(run: RunRow, key: Key, frame: Frame) -> Text:
     parts: list[tuple[str, str]] = []
     if key in frame.notes:
         parts.append((frame.notes[key], "bold"))
-    if run["attempt"] > 1 and key not in frame.notes:
-        parts.append((f"orphan reclaimed (attempt {run['attempt']})", "magenta"))
+    if run.attempt > 1 and key not in frame.notes:
+        parts.append((f"orphan reclaimed (attempt {run.attempt})", "magenta"))
     for who in frame.seen.refused_effects.get(key, []):
         parts.append((f"{who}'s late effect refused", "yellow"))
     for who in frame.seen.fenced.get(key, []):
         parts.append((f"{who}'s late completion refused", "yellow"))
     down = {name for name, _, state in frame.replicas if state in {"killed", "paused"}}
-    if run["status"] == "running" and run["claimed_by"] in down and run["lease_until"]:
-        left = (run["lease_until"] - frame.db_now).total_seconds()
+    if run.status == "running" and run.claimed_by in down and run.lease_until:
+        left = (run.lease_until - frame.db_now).total_seconds()
         parts.append((f"its lease runs out in {left:.1f}s" if left > 0
                       else "its lease expired: the reaper orphans it", "red"))
-    if run["status"] == "orphaned":
+    if run.status == "orphaned":
         parts.append(("lease expired: orphan, waiting for a replica", "red"))
     text = Text()
     for index, (part, style) in enumerate(parts):
@@ -95,8 +96,8 @@ def _note(run: dict[str, Any], key: Key, frame: Frame) -> Text:
 
 
 def _occurrences(frame: Frame, limit: int) -> Table:
-    keyed = [((r["job_name"], r["fire_time"]), r) for r in frame.runs]
-    special = [kr for kr in keyed if kr[0] in frame.notes or kr[1]["attempt"] > 1]
+    keyed = [((r.job_name, r.fire_time), r) for r in frame.runs]
+    special = [kr for kr in keyed if kr[0] in frame.notes or kr[1].attempt > 1]
     rest = [kr for kr in keyed if kr not in special][: max(0, limit - len(special))]
     shown = sorted(special[-limit:] + rest, key=lambda kr: kr[0][1], reverse=True)
     table = Table(title="occurrences (newest first)", title_justify="left", expand=True)
@@ -110,8 +111,8 @@ def _occurrences(frame: Frame, limit: int) -> Table:
         style = "bold red" if dupes else ("green" if len(effects) == wanted else "")
         label = f"{len(effects)}/{wanted}" + (f" ({dupes} DUPLICATE)" if dupes else "")
         table.add_row(
-            hms(key[1]), key[0], _winner(run, frame.seen.owners.get(key, {})), str(run["attempt"]),
-            Text(run["status"], style=STATUS_STYLE.get(run["status"], "")),
+            hms(key[1]), key[0], _winner(run, frame.seen.owners.get(key, {})), str(run.attempt),
+            Text(run.status, style=STATUS_STYLE.get(run.status, "")),
             Text(label, style=style), _note(run, key, frame),
         )
     return table
@@ -127,7 +128,7 @@ def render(frame: Frame, height: int, all_events: bool = False) -> RenderableTyp
     fleet = Table(title="replicas", title_justify="left")
     for column in ("replica", "pid", "state", "runs started", "running now"):
         fleet.add_column(column)
-    running = Counter(r["claimed_by"] for r in frame.runs if r["status"] == "running")
+    running = Counter(r.claimed_by for r in frame.runs if r.status == "running")
     for name, pid, state in frame.replicas:
         fleet.add_row(name, str(pid), Text(state, style=STATE_STYLE.get(state, "")),
                       str(frame.seen.starts.get(name, 0)), str(running.get(name, 0)))
@@ -140,7 +141,7 @@ def render(frame: Frame, height: int, all_events: bool = False) -> RenderableTyp
     totals.add_row("side effects", str(len(ledger)))
     totals.add_row("duplicates", Text(str(len(ledger) - len(keys)),
                                       style="bold red" if len(ledger) > len(keys) else "green"))
-    totals.add_row("orphans reclaimed", str(sum(1 for r in frame.runs if r["attempt"] > 1)))
+    totals.add_row("orphans reclaimed", str(sum(1 for r in frame.runs if r.attempt > 1)))
     totals.add_row("late work refused", str(frame.seen.fenced_completions
                                             + frame.seen.refused_effect_count))
     top = Table.grid(padding=(0, 4))
