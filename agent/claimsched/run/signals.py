@@ -110,21 +110,21 @@ class Signals:
     # The claim loop's news: look for runs that want an owner; look back over the catch-up
     # windows; the monotonic time a failed run wants an owner again; the last pass left work
     # for want of a slot (or is still running), so a freed slot wakes it.
-    reclaim: bool = True
-    catch_up: bool = False
-    next_retry: float | None = None
-    starved: bool = True
+    reclaim: bool = field(init=False, default=True)
+    catch_up: bool = field(init=False, default=False)
+    next_retry: float | None = field(init=False, default=None)
+    starved: bool = field(init=False, default=True)
     # The shortest lease of the schedules the claim loop read: the housekeeper looks at runs
     # other replicas may have started before such a lease can end.
-    shortest_lease: float | None = None
+    shortest_lease: float | None = field(init=False, default=None)
     # Runs a reclaim started that may have left work behind: their end looks again.
-    _follow: set[tuple[int, int]] = field(default_factory=set)  # (id, attempt)
-    _follow_lock: threading.Lock = field(default_factory=threading.Lock)
+    _follow: set[tuple[int, int]] = field(init=False, default_factory=set)  # (id, attempt)
+    _follow_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     # The housekeeper's deadline (time.monotonic()) from `look_within`, and how many times it
     # was told (a sweep sent after the last call clears the deadline: `looked`).
-    look_by: float | None = None
-    _told: int = 0
-    _look_lock: threading.Lock = field(default_factory=threading.Lock)
+    look_by: float | None = field(init=False, default=None)
+    _told: int = field(init=False, default=0)
+    _look_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     # -- for the claim loop --------------------------------------------------------------------
 
