@@ -24,9 +24,9 @@ from claimsched.plan.turns import Turns
 from claimsched.records import Completion, Housekeeping, Lease
 from claimsched.run.effects import Effects
 from claimsched.run.heartbeat import Heartbeat
-from claimsched.run.housekeeping import EXPIRY_MARGIN, EXPIRY_SPREAD, Housekeeper
+from claimsched.run.housekeeping import Housekeeper
 from claimsched.run.runs import Run
-from claimsched.run.signals import Signals
+from claimsched.run.signals import EXPIRY_MARGIN, EXPIRY_SPREAD, Signals
 from claimsched.run.workers import Workers
 from tests.helpers.polling import wait_for
 
@@ -472,7 +472,8 @@ def test_the_heartbeat_backs_off_when_the_database_answers_errors_quickly() -> N
 def test_the_watchdog_loses_a_run_at_the_end_of_its_lease_without_asking_the_database() -> None:
     """Behind a partition the renewal never returns: the local deadline alone decides."""
     release = threading.Event()
-    pool = workers(Recorder())
+    signals = heard()
+    pool = workers(Recorder(), signals)
     run = pool.begin(lease(1, lease_seconds=0.3), lambda run: release.wait(5))
     hung = threading.Event()
 
@@ -480,7 +481,6 @@ def test_the_watchdog_loses_a_run_at_the_end_of_its_lease_without_asking_the_dat
         hung.wait(10)  # a black-holed connection: no answer, no error
         return set()
 
-    signals = heard()
     beat = heartbeat(partitioned, pool, signals)
     stopping = signals.stopping
     # Renewals are due every 0.1 s; the first one hangs. The watchdog has a thread of its own.
@@ -491,7 +491,8 @@ def test_the_watchdog_loses_a_run_at_the_end_of_its_lease_without_asking_the_dat
     watchdog.start()
     beat.expire()
     assert not run.lost.is_set()
-    wait_for(run.lost.is_set, "the watchdog", timeout=3)
+    signals.test.slot_freed.wait(3)  # the watchdog lost the run and freed its slot
+    assert run.lost.is_set()
     assert time.monotonic() >= deadline
     with pytest.raises(LeaseLost):
         run.effect("mail:1")

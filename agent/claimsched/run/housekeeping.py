@@ -18,8 +18,6 @@ from ..plan.turns import Turns
 from ..records import Housekeeping
 from ..schedule.zones import tzdata_version
 from ..version import __version__
-from .signals import EXPIRY_MARGIN as EXPIRY_MARGIN
-from .signals import EXPIRY_SPREAD as EXPIRY_SPREAD
 from .signals import Signals, margin
 from .supervisor import Supervisor
 

@@ -58,10 +58,13 @@ class Workers:
     started only when none is idle, so a handler that hangs after its lease was lost never
     holds up the runs that take its slot.
 
-    A run's handle writes its receipts in `receipts` as `agent_id`; `completions` records
-    finished runs. Its signals: `slot_freed` when a slot frees up, `retry_at` with the time a
-    failed run will want an owner again, `run_ended` with each finished run's lease once its
-    completion statement has answered (recorded, or refused: the lease was lost).
+    A run goes by calls, with two hand-offs between threads: `begin` (on the claim loop's
+    thread) makes its handle, whose receipts are written in `receipts` as `agent_id`, and hands
+    its slot to a worker thread; `_execute` there runs the handler and hands the `Completion`
+    to the completer, which records it with `completions.complete`. The workers signal
+    `slot_freed` when a slot frees up, `retry_at` with the time a failed run will want an
+    owner again, and `run_ended` with each finished run's lease once its completion statement
+    has answered (recorded, or refused: the lease was lost).
     """
 
     def __init__(
