@@ -16,18 +16,8 @@ from typing import Any, TypeVar
 
 from . import memory, metrics
 from .clock import DbClock
-from .db import (
-    AGENT_API,
-    NOTIFY_AGENTS,
-    NOTIFY_RUNS,
-    NOTIFY_SCHEDULES,
-    SCHEMA_VERSION,
-    Listener,
-    Poller,
-    SessionOptions,
-    Store,
-)
-from .errors import ClaimschedError, ConfigurationError, DatabaseAway, DatabaseError
+from .db import AGENT_API, SCHEMA_VERSION, SessionOptions, Store
+from .errors import ClaimschedError, ConfigurationError, DatabaseAway
 from .health import DatabaseHealth, retry_away, retry_conflicts
 from .logs import AgentLog
 from .plan.cursors import Cursors
@@ -38,6 +28,7 @@ from .records import DatabaseIdentity, Lease
 from .run.heartbeat import Heartbeat
 from .run.housekeeping import Housekeeper, presence
 from .run.loop import Claimer
+from .run.notifications import Notifications
 from .run.signals import Signals
 from .run.statements import Statements
 from .run.supervisor import Service, Supervisor
@@ -47,7 +38,6 @@ from .settings import AgentSettings
 
 H = TypeVar("H", bound=Handler)
 
-LISTEN_WAIT = 60.0  # seconds the listener blocks at most (stop and NOTIFY wake it earlier)
 STOP_MARGIN = 5.0  # seconds past the grace that stop() may spend handing back and signing off
 
 
@@ -103,7 +93,8 @@ class Agent:
             clock=self.clock, log=self.log, health=self.health, signals=signals,
             refresh_seconds=given.schedule_refresh_seconds, jitter_seconds=given.jitter_seconds,
         )
-        self._listener: Listener | Poller | None = None
+        self.notifications = Notifications(
+            store, agent_id, self.claimer, self.heartbeat, self.housekeeper, self.health, signals)
         store.identity.on_identity(_show_durability)
         store.identity.on_failover(self._failed_over)
 
@@ -147,10 +138,8 @@ class Agent:
         # A database that is away (restarting, failing over) is waited for, as a pool would.
         retry_away(lambda: self.store.open(timeout=10.0), self.settings.start_timeout_seconds,
                    self.log, self.signals.stopping)
-        self._listener = self.store.listener(self.agent_id)
         try:
-            # LISTEN before the first schedule read: no change can slip in between.
-            self._listener.listen()
+            self.notifications.listen()  # before the first schedule read
             # A conflict with another transaction (a deadlock) is transient: each step is
             # retried, and an agent never stops for one.
             if self.settings.migrate:
@@ -162,7 +151,7 @@ class Agent:
                 self.claimer.declare(spec)
             retry_conflicts(self.housekeeper.once)
         except BaseException:
-            self._listener.dispose()
+            self.notifications.dispose()
             self.store.close()
             raise
         self._started = True
@@ -170,7 +159,6 @@ class Agent:
             metrics.serve(self.settings.metrics_port)
         for service in self._services():
             service.start(self.supervisor)
-        self.supervisor.spawn("claimsched-listener", self._listen_loop)
         self.workers.start(self.supervisor)
         self.log.info(
             "agent started with %d job handler(s): %s",
@@ -193,8 +181,6 @@ class Agent:
         self.signals.stopping.set()
         for service in self._services():
             service.stop()
-        if self._listener is not None:
-            self._listener.interrupt()
         self.store.give_up_at(end)
         # A claim pass may be waiting for the database; once it gets a connection it sees
         # the agent stopping and claims nothing, so there is no need to wait for it here.
@@ -262,13 +248,12 @@ class Agent:
         self.fatal = exc
         self.signals.stopping.set()
         self.claimer.stop()
-        if self._listener is not None:
-            self._listener.interrupt()
+        self.notifications.stop()
 
     def _services(self) -> tuple[Service, ...]:
-        """The services that stop first, in this order; the workers stop once their runs have
-        ended or been handed back."""
-        return (self.claimer, self.heartbeat, self.housekeeper)
+        """The services that start and stop first, in this order; the workers start after them
+        and stop once their runs have ended or been handed back."""
+        return (self.claimer, self.heartbeat, self.housekeeper, self.notifications)
 
     def _failed_over(self, before: DatabaseIdentity, now: DatabaseIdentity) -> None:
         """The database is another one now (a standby was promoted): what the old primary
@@ -276,28 +261,6 @@ class Agent:
         run whose row is gone, or no longer ours, is lost) and the claim loop catches up."""
         self.heartbeat.kick()
         self.signals.recovered()
-
-    # -- notifications ------------------------------------------------------
-
-    def _listen_loop(self) -> None:
-        listener = self._listener
-        assert listener is not None
-        try:
-            while not self.signals.stopping.is_set():
-                try:
-                    fired = listener.wait(LISTEN_WAIT)
-                except DatabaseError as exc:
-                    self.signals.stopping.wait(self.health.failed(exc))
-                    continue
-                if NOTIFY_SCHEDULES in fired:
-                    self.claimer.schedules_changed(listener.changed())
-                if NOTIFY_RUNS in fired:
-                    self.signals.claimable()
-                    self.heartbeat.kick()
-                if NOTIFY_AGENTS in fired:
-                    self.housekeeper.wake()  # peers changed
-        finally:
-            listener.dispose()
 
 
 def _settings(settings: AgentSettings | None, dsn: str | None, agent_id: str | None,
