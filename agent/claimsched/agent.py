@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -17,38 +16,28 @@ from typing import Any, TypeVar
 
 from . import memory, metrics
 from .clock import DbClock
-from .db import (
-    AGENT_API,
-    NOTIFY_AGENTS,
-    NOTIFY_RUNS,
-    NOTIFY_SCHEDULES,
-    SCHEMA_VERSION,
-    Listener,
-    Poller,
-    SessionOptions,
-    Store,
-)
-from .errors import ClaimschedError, ConfigurationError, DatabaseAway, DatabaseError
+from .db import AGENT_API, SCHEMA_VERSION, SessionOptions, Store
+from .errors import ClaimschedError, ConfigurationError, DatabaseAway
 from .health import DatabaseHealth, retry_away, retry_conflicts
 from .logs import AgentLog
 from .plan.cursors import Cursors
 from .plan.handlers import Handlers
 from .plan.planner import Planner
 from .plan.turns import Turns
-from .records import Lease
-from .run.effects import Effects
+from .records import DatabaseIdentity, Lease
 from .run.heartbeat import Heartbeat
 from .run.housekeeping import Housekeeper, presence
 from .run.loop import Claimer
-from .run.runs import Run
-from .run.supervisor import Supervisor
+from .run.notifications import Notifications
+from .run.signals import Signals
+from .run.statements import Statements
+from .run.supervisor import Service, Supervisor
 from .run.workers import Handler, Workers
 from .schedule.specs import JobSpec, job_spec, validate_job_name
 from .settings import AgentSettings
 
 H = TypeVar("H", bound=Handler)
 
-LISTEN_WAIT = 60.0  # seconds the listener blocks at most (stop and NOTIFY wake it earlier)
 STOP_MARGIN = 5.0  # seconds past the grace that stop() may spend handing back and signing off
 
 
@@ -65,99 +54,49 @@ class Agent:
         settings: AgentSettings | None = None,
         **overrides: Any,
     ) -> None:
-        base = settings or AgentSettings()
-        changes = {k: v for k, v in overrides.items() if v is not None}
-        if dsn is not None:
-            changes["dsn"] = dsn
-        if max_concurrency is not None:
-            changes["max_concurrency"] = max_concurrency
-        if agent_id is not None:
-            changes["agent_id"] = agent_id
-        self.settings = AgentSettings(**{**base.as_dict(), **changes})
+        self.settings = _settings(settings, dsn, agent_id, max_concurrency, overrides)
         memory.keep_large_blocks_apart()  # before the app registers 100,000 handlers
         if pool is None and self.settings.dsn is None:
             raise ConfigurationError("no database: pass dsn= or pool=, or set CLAIMSCHED_DSN")
-        self.agent_id = self.settings.agent_id or (
+        given = self.settings
+        self.agent_id = agent_id = given.agent_id or (
             f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         )
-        given = self.settings
-        self.store = Store(
-            given.dsn.get_secret_value() if given.dsn else None,
-            schema=given.schema_name,
-            pool=pool,
-            max_size=min(given.max_concurrency, 16) + 4,
-            name=f"claimsched-{self.agent_id}",
-            options=SessionOptions(
-                statement_timeout=given.statement_timeout_seconds,
-                lock_timeout=given.lock_timeout_seconds,
-                idle_in_transaction_timeout=given.idle_in_transaction_timeout_seconds,
-                tcp_keepalive=given.tcp_keepalive_seconds,
-            ),
-            listen_dsn=given.listen_dsn.get_secret_value() if given.listen_dsn else None,
-            poll_seconds=given.poll_seconds,
-        )
-        self.log = AgentLog(logging.getLogger("claimsched.agent"), {"agent": self.agent_id})
+        self.store = store = _store(given, pool, agent_id)
+        self.log = AgentLog(logging.getLogger("claimsched.agent"), {"agent": agent_id})
         self.clock = DbClock()
         self._handlers = Handlers[Handler]()
         self._declared: dict[str, JobSpec] = {}
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
+        self.signals = signals = Signals(self.clock)
         self.fatal: BaseException | None = None
         self._started = False
         self.supervisor = Supervisor(self.log, self._die)
-        self.health = DatabaseHealth(self.log, lambda: self.claimer.recovered())
-        agent_id = self.agent_id
-        store = self.store
+        self.health = DatabaseHealth(self.log, signals.recovered)
+        statements = Statements(store.claims, agent_id, self._handlers,
+                                presence(given.housekeeping_seconds))
         self.workers = Workers(
-            self.settings.max_concurrency,
-            new_run=lambda lease: Run(lease, Effects(store.receipts, agent_id, lease), agent_id),
-            complete=lambda done: store.claims.complete(agent_id, done),
-            log=self.log,
-            health=self.health,
-            on_change=lambda: self.claimer.slot_freed(),
-            on_retry=lambda when: self.claimer.retry_at(when),
-            on_ended=lambda lease: self.claimer.run_ended(lease),
-            backoff_base=self.settings.retry_backoff_seconds,
+            given.max_concurrency, agent_id=agent_id, receipts=store.receipts,
+            completions=statements, signals=signals, log=self.log, health=self.health,
+            backoff_base=given.retry_backoff_seconds,
         )
-        self.heartbeat = Heartbeat(
-            lambda leases: store.claims.heartbeat(agent_id, leases), self.workers, self.health
-        )
-        about = presence(self.settings.housekeeping_seconds)
-        turns = Turns(agent_id, handoff=timedelta(seconds=self.settings.handoff_seconds))
+        self.heartbeat = Heartbeat(statements, self.workers, self.health, signals)
+        turns = Turns(agent_id, handoff=timedelta(seconds=given.handoff_seconds))
         self.housekeeper = Housekeeper(
-            lambda listed: store.claims.housekeeping(
-                agent_id, self.handlers if listed else None, about),
-            period=self.settings.housekeeping_seconds,
-            clock=self.clock,
-            log=self.log,
-            health=self.health,
-            on_reaped=self.heartbeat.kick,
-            on_claimable=lambda: self.claimer.want_reclaim(),
-            on_peers=turns.seen,
+            statements, period=given.housekeeping_seconds, clock=self.clock, log=self.log,
+            health=self.health, signals=signals, turns=turns,
         )
         self.claimer = Claimer(
-            store=store,
-            agent_id=agent_id,
-            handlers=self._handlers,
-            listed=lambda: self.housekeeper.listed,
-            declared=self._declared,
-            workers=self.workers,
-            planner=Planner(
-                misfire_grace=timedelta(seconds=self.settings.misfire_grace_seconds),
-                turns=turns, cursors=Cursors(self._handlers),
-            ),
-            clock=self.clock,
-            log=self.log,
-            health=self.health,
-            wake=self._wake,
-            stopping=self._stopping,
-            refresh_seconds=self.settings.schedule_refresh_seconds,
-            jitter_seconds=self.settings.jitter_seconds,
-            look_within=self.housekeeper.look_within,
+            store=store, agent_id=agent_id, handlers=self._handlers, declared=self._declared,
+            workers=self.workers, housekeeper=self.housekeeper,
+            planner=Planner(misfire_grace=timedelta(seconds=given.misfire_grace_seconds),
+                            turns=turns, cursors=Cursors(self._handlers)),
+            clock=self.clock, log=self.log, health=self.health, signals=signals,
+            refresh_seconds=given.schedule_refresh_seconds, jitter_seconds=given.jitter_seconds,
         )
-        self._listener: Listener | Poller | None = None
-        self.store.identity.on_identity(lambda found: metrics.show_durability(found.durability))
-        self.store.identity.on_failover(lambda before, now: self._failed_over())
+        self.notifications = Notifications(
+            store, agent_id, self.claimer, self.heartbeat, self.housekeeper, self.health, signals)
+        store.identity.on_identity(_show_durability)
+        store.identity.on_failover(self._failed_over)
 
     # -- registration ------------------------------------------------------------------------
 
@@ -198,11 +137,9 @@ class Agent:
             metrics.require()
         # A database that is away (restarting, failing over) is waited for, as a pool would.
         retry_away(lambda: self.store.open(timeout=10.0), self.settings.start_timeout_seconds,
-                   self.log, self._stopping)
-        self._listener = self.store.listener(self.agent_id)
+                   self.log, self.signals.stopping)
         try:
-            # LISTEN before the first schedule read: no change can slip in between.
-            self._listener.listen()
+            self.notifications.listen()  # before the first schedule read
             # A conflict with another transaction (a deadlock) is transient: each step is
             # retried, and an agent never stops for one.
             if self.settings.migrate:
@@ -214,22 +151,15 @@ class Agent:
                 self.claimer.declare(spec)
             retry_conflicts(self.housekeeper.once)
         except BaseException:
-            self._listener.dispose()
+            self.notifications.dispose()
             self.store.close()
             raise
         self._started = True
         if self.settings.metrics_port is not None:
             metrics.serve(self.settings.metrics_port)
-        self.supervisor.spawn("claimsched-claims", self.claimer.loop)
-        self.supervisor.spawn("claimsched-heartbeat", lambda: self.heartbeat.loop(self._stopping))
-        self.supervisor.spawn("claimsched-watchdog", lambda: self.heartbeat.watch(self._stopping))
-        self.supervisor.spawn(
-            "claimsched-housekeeping", lambda: self.housekeeper.loop(self._stopping)
-        )
-        self.supervisor.spawn("claimsched-listener", self._listen_loop)
-        self.supervisor.spawn(
-            "claimsched-completer", lambda: self.workers.completer(self._stopping)
-        )
+        for service in self._services():
+            service.start(self.supervisor)
+        self.workers.start(self.supervisor)
         self.log.info(
             "agent started with %d job handler(s): %s",
             len(self._handlers),
@@ -248,22 +178,19 @@ class Agent:
         grace = self.settings.shutdown_grace_seconds if grace is None else grace
         grace_end = time.monotonic() + grace
         end = grace_end + STOP_MARGIN
-        self._stopping.set()
-        self._wake.set()
-        self.heartbeat.kick()
-        self.housekeeper.wake()
-        if self._listener is not None:
-            self._listener.interrupt()
+        self.signals.stopping.set()
+        for service in self._services():
+            service.stop()
         self.store.give_up_at(end)
         # A claim pass may be waiting for the database; once it gets a connection it sees
-        # _stopping and claims nothing, so there is no need to wait for it here.
+        # the agent stopping and claims nothing, so there is no need to wait for it here.
         self.supervisor.join_one("claimsched-claims", max(0.0, grace_end - time.monotonic()))
         while self.workers.slots() and time.monotonic() < grace_end:
             time.sleep(0.05)
         unfinished = self.workers.slots()
         if unfinished:
             self._hand_back([slot.run.lease for slot in unfinished])
-        self.workers.close()
+        self.workers.stop()
         self.supervisor.join(until=end)
         with contextlib.suppress(ClaimschedError):
             self.store.claims.agent_stopped(self.agent_id)
@@ -298,18 +225,18 @@ class Agent:
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             self.log.info("received %s, shutting down", signal.Signals(signum).name)
-            self._stopping.set()
-            self._wake.set()
+            self.signals.stopping.set()
+            self.claimer.stop()
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             try:
                 self.start()
             except DatabaseAway:
-                if self._stopping.is_set():  # told to stop while waiting for the database
+                if self.signals.stopping.is_set():  # told to stop while waiting for the database
                     return 0
                 raise
-            while not self._stopping.wait(1.0):
+            while not self.signals.stopping.wait(1.0):
                 pass
         finally:
             self.stop()
@@ -319,36 +246,55 @@ class Agent:
 
     def _die(self, exc: BaseException) -> None:
         self.fatal = exc
-        self._stopping.set()
-        self._wake.set()
-        if self._listener is not None:
-            self._listener.interrupt()
+        self.signals.stopping.set()
+        self.claimer.stop()
+        self.notifications.stop()
 
-    def _failed_over(self) -> None:
+    def _services(self) -> tuple[Service, ...]:
+        """The services that start and stop first, in this order; the workers start after them
+        and stop once their runs have ended or been handed back."""
+        return (self.claimer, self.heartbeat, self.housekeeper, self.notifications)
+
+    def _failed_over(self, before: DatabaseIdentity, now: DatabaseIdentity) -> None:
         """The database is another one now (a standby was promoted): what the old primary
         acknowledged last may be gone. The heartbeat re-reads every run in flight at once (a
         run whose row is gone, or no longer ours, is lost) and the claim loop catches up."""
         self.heartbeat.kick()
-        self.claimer.recovered()
+        self.signals.recovered()
 
-    # -- notifications ------------------------------------------------------
 
-    def _listen_loop(self) -> None:
-        listener = self._listener
-        assert listener is not None
-        try:
-            while not self._stopping.is_set():
-                try:
-                    fired = listener.wait(LISTEN_WAIT)
-                except DatabaseError as exc:
-                    self._stopping.wait(self.health.failed(exc))
-                    continue
-                if NOTIFY_SCHEDULES in fired:
-                    self.claimer.schedules_changed(listener.changed())
-                if NOTIFY_RUNS in fired:
-                    self.claimer.want_reclaim()
-                    self.heartbeat.kick()
-                if NOTIFY_AGENTS in fired:
-                    self.housekeeper.wake()  # peers changed
-        finally:
-            listener.dispose()
+def _settings(settings: AgentSettings | None, dsn: str | None, agent_id: str | None,
+              max_concurrency: int | None, overrides: dict[str, Any]) -> AgentSettings:
+    """The agent's settings: `settings` (or the environment's), with what was passed over them."""
+    base = settings or AgentSettings()
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    if dsn is not None:
+        changes["dsn"] = dsn
+    if max_concurrency is not None:
+        changes["max_concurrency"] = max_concurrency
+    if agent_id is not None:
+        changes["agent_id"] = agent_id
+    return AgentSettings(**{**base.as_dict(), **changes})
+
+
+def _store(given: AgentSettings, pool: Any, agent_id: str) -> Store:
+    """The agent's store, on `pool` when one is given, else on its own pool of `given.dsn`."""
+    return Store(
+        given.dsn.get_secret_value() if given.dsn else None,
+        schema=given.schema_name,
+        pool=pool,
+        max_size=min(given.max_concurrency, 16) + 4,
+        name=f"claimsched-{agent_id}",
+        options=SessionOptions(
+            statement_timeout=given.statement_timeout_seconds,
+            lock_timeout=given.lock_timeout_seconds,
+            idle_in_transaction_timeout=given.idle_in_transaction_timeout_seconds,
+            tcp_keepalive=given.tcp_keepalive_seconds,
+        ),
+        listen_dsn=given.listen_dsn.get_secret_value() if given.listen_dsn else None,
+        poll_seconds=given.poll_seconds,
+    )
+
+
+def _show_durability(found: DatabaseIdentity) -> None:
+    metrics.show_durability(found.durability)

@@ -82,8 +82,10 @@ def test_a_suspended_schedule_does_not_run_or_catch_up_after_it_resumes(
 ) -> None:
     agent = make(agents, dsn)
     agent.job("tick", schedule="@every 1s", catch_up_policy="All")(lambda run: None)
+    agent.signals.test.init()
     agent.start()
-    wait_for(lambda: "done" in statuses(dsn, "tick"), what="a first run")
+    agent.signals.test.run_ended.wait(30)
+    assert "done" in statuses(dsn, "tick"), "a first run"
     sql(dsn, "UPDATE job_schedule SET enabled = false")
     suspended_at = sql(dsn, "SELECT now()")[0][0]
     time.sleep(3)  # the suspension itself: three periods with nothing allowed to happen
@@ -169,16 +171,12 @@ def test_failures_are_retried_with_backoff_until_attempts_run_out(
         attempts.append(run.attempt)
         raise ValueError("the upstream service is down")
 
+    agent.signals.test.init()
     agent.start()
     store.listings.request_runs("flaky", [store.db_now()], "manual")
-    wait_for(
-        lambda: (
-            len(attempts) == 3
-            and runs(dsn)[0]["retry_at"] is None
-            and runs(dsn)[0]["status"] == "failed"
-        ),
-        what="three attempts",
-    )
+    ended = [agent.signals.test.run_ended.wait(30) for _ in range(3)]
+    assert [lease.attempt for lease in ended] == [1, 2, 3], "three attempts"
+    assert runs(dsn)[0]["retry_at"] is None and runs(dsn)[0]["status"] == "failed"
     # failed with no retry_at: nothing can claim a fourth attempt (reclaim needs retry_at)
     assert attempts == [1, 2, 3]
     assert "ValueError: the upstream service is down" in runs(dsn)[0]["error"]
@@ -257,8 +255,10 @@ def test_metrics_are_served_on_the_opt_in_port(dsn: str, agents: list[Agent]) ->
     port = free_port()
     agent = make(agents, dsn, metrics_port=port)
     agent.job("tick", schedule="@every 1s")(lambda run: None)
+    agent.signals.test.init()
     agent.start()
-    wait_for(lambda: "done" in statuses(dsn, "tick"), what="a run")
+    agent.signals.test.run_ended.wait(30)
+    assert "done" in statuses(dsn, "tick"), "a run"
 
     def scrape() -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as response:
@@ -283,9 +283,12 @@ def test_lease_tokens_never_show_in_logs_metrics_or_the_runs_listing(
         run.log.info("ran %r", run)
         handler_saw.append(repr(run))
 
+    agent.signals.test.init()
     with caplog.at_level(logging.DEBUG):
         agent.start()
-        wait_for(lambda: statuses(dsn, "tick").count("done") >= 2, what="two runs")
+        for _ in range(2):
+            agent.signals.test.run_ended.wait(30)
+        assert statuses(dsn, "tick").count("done") >= 2, "two runs"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as response:
             scraped = response.read().decode()
         agent.stop()
@@ -329,11 +332,13 @@ def test_a_run_that_ends_does_not_wake_the_claim_loop_when_no_work_waits_for_a_s
         return claim_pass()
 
     agent.claimer.claim_pass = observed  # type: ignore[method-assign]
+    agent.signals.test.init()
     agent.start()
     store.listings.request_runs("report", [store.db_now()], "manual")
     wait_for(lambda: statuses(dsn, "report") == ["running"], what="the manual run")
     release.set()
-    wait_for(lambda: statuses(dsn, "report") == ["done"], what="its completion")
+    agent.signals.test.run_ended.wait(30)
+    assert statuses(dsn, "report") == ["done"], "its completion"
     # Each wake-up is a planner pass over every due job: with slots free and nothing due, an
     # ending run gives the loop nothing to do (it would have woken it within milliseconds).
     assert not woken.wait(1.0)

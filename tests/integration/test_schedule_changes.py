@@ -149,7 +149,7 @@ def test_behind_a_pooler_a_change_that_began_first_and_committed_last_is_seen_wi
         agent.job("early")(lambda run: ran.set())
         agent.job("late")(_nothing)
         with agent:
-            assert isinstance(agent._listener, Poller)
+            assert isinstance(agent.notifications.listener, Poller)
             with psycopg.connect(dsn) as first:  # commits as the block ends
                 first.execute("UPDATE claimsched.job_schedule SET enabled = true,"
                               " schedule = '@every 2s' WHERE job_name = 'early'")

@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from .. import metrics
 from ..errors import DatabaseError
 from ..health import DatabaseHealth
 from ..records import Lease
+from .signals import Signals
+from .supervisor import Supervisor
 from .workers import Workers
 
 IDLE_WAIT = 1.0
 
 
+class Renewals(Protocol):
+    """Renews this agent's leases in one statement."""
+
+    def heartbeat(self, leases: Sequence[Lease]) -> set[int]:
+        """Returns the ids of the runs still owned."""
+        ...
+
+
 class Heartbeat:
     """Renews leases when the first one is due; a run whose row it no longer owns is lost.
 
-    `renew` sends the one heartbeat statement and returns the ids of the runs still owned.
+    `renewals` sends the one heartbeat statement and returns the ids of the runs still owned;
+    the `reaped` signal (its `kick`) has it renew at once.
     After a failed renewal the next one waits the health's backoff, so a database that answers
     errors quickly is not hammered. `watch` is the lease watchdog, on a thread of its own: a run
     whose last confirmed renewal plus its lease has passed is lost at that instant, by the local
@@ -27,21 +38,33 @@ class Heartbeat:
 
     def __init__(
         self,
-        renew: Callable[[Sequence[Lease]], set[int]],
+        renewals: Renewals,
         workers: Workers,
         health: DatabaseHealth,
+        signals: Signals,
     ) -> None:
-        self._renew = renew
+        self._renewals = renewals
         self._workers = workers
         self._health = health
-        self._kick = threading.Event()
+        self._signals = signals
+        self._kick = signals.kick
         self._retry_at: float | None = None  # after a failed renewal: when to try again
+
+    def start(self, supervisor: Supervisor) -> None:
+        """Start the renewals and the watchdog, each on a watched thread of its own."""
+        supervisor.spawn("claimsched-heartbeat", self.loop)
+        supervisor.spawn("claimsched-watchdog", self.watch)
+
+    def stop(self) -> None:
+        """Wake the renewals so that they see the agent stopping (the watchdog wakes by it)."""
+        self.kick()
 
     def kick(self) -> None:
         """Renew (and check for lost leases) now: something may have fenced us out."""
         self._kick.set()
 
-    def loop(self, stopping: threading.Event) -> None:
+    def loop(self) -> None:
+        stopping = self._signals.stopping
         while not stopping.is_set():
             slots = self._workers.slots()
             if not slots:
@@ -58,8 +81,9 @@ class Heartbeat:
             if kicked or time.monotonic() >= renew_at:
                 self.renew()
 
-    def watch(self, stopping: threading.Event) -> None:
+    def watch(self) -> None:
         """The watchdog: wake at the earliest local deadline and lose what is past it."""
+        stopping = self._signals.stopping
         while not stopping.is_set():
             deadlines = [s.deadline for s in self._workers.slots()]
             wake = min([*deadlines, time.monotonic() + IDLE_WAIT])
@@ -80,7 +104,7 @@ class Heartbeat:
             return
         started = time.monotonic()
         try:
-            owned = self._renew([s.run.lease for s in slots])
+            owned = self._renewals.heartbeat([s.run.lease for s in slots])
             self._health.succeeded()
             self._retry_at = None
         except DatabaseError as exc:

@@ -4,22 +4,22 @@ when a lease of another agent's run ends); and the memory the period freed goes 
 from __future__ import annotations
 
 import os
-import random
 import socket
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .. import memory, metrics
 from ..clock import DbClock
 from ..errors import DatabaseError
 from ..health import DatabaseHealth
 from ..logs import AgentLog
+from ..plan.turns import Turns
 from ..records import Housekeeping
 from ..schedule.zones import tzdata_version
 from ..version import __version__
+from .signals import Signals, margin
+from .supervisor import Supervisor
 
 
 def presence(period: float) -> dict[str, Any]:
@@ -34,23 +34,24 @@ def presence(period: float) -> dict[str, Any]:
     }
 
 
-#: Seconds after a lease's end (by the database's clock) that the sweep for it comes, and at
-#: most how much later still, at random: the replicas that wake for one lease do not all reap
-#: at once. Both well under a heartbeat (1 s at least), which bounds how late a reap may be.
-EXPIRY_MARGIN = 0.05
-EXPIRY_SPREAD = 0.2
+class Sweeps(Protocol):
+    """Sends the one housekeeping statement in this agent's name."""
+
+    def housekeeping(self, listed: bool) -> Housekeeping:
+        """With the agent's job list when `listed`, else without."""
+        ...
 
 
 @dataclass
 class Housekeeper:
     """Keeps this agent's presence row fresh and reaps expired leases (any replica may).
 
-    `sweep(listed)` sends the one housekeeping statement, with the agent's job list when
-    `listed` (the first time, and again at once whenever the row turned out not to hold it:
-    deleted, or a database that never had it), else without (the row keeps it: with 100,000
-    jobs the list is megabytes). `on_reaped` is called when runs were fenced out (the heartbeat
-    should look at once), `on_claimable` when runs want an owner, `on_peers` with the live
-    agents that have the same jobs, every time.
+    `sweeps.housekeeping(listed)` sends the one housekeeping statement, with the agent's job
+    list when `listed` (the first time, and again at once whenever the row turned out not to
+    hold it: deleted, or a database that never had it), else without (the row keeps it: with
+    100,000 jobs the list is megabytes). It signals `reaped` when runs were fenced out (the
+    heartbeat should look at once) and `claimable` when runs want an owner, and tells `turns`
+    the live agents that have the same jobs, every time.
 
     It sweeps every `period` seconds, and earlier so that an orphan is reaped within about a
     heartbeat of its lease's end, whatever the period:
@@ -60,39 +61,33 @@ class Housekeeper:
       heartbeat: the sweep then finds every live lease ending at least lease - heartbeat later,
       so leases that get renewed wake it at most once per lease - heartbeat, however many runs
       are in flight.
-    - within `look_within(seconds)` of being told that other replicas may have started runs of
-      its jobs since its last sweep (it has not seen their leases yet), `seconds` being no more
-      than their lease: a sweep then either reaps such a run whose owner died at once, or learns
-      its lease's end. Told again before it swept, it keeps the earlier deadline: one sweep
-      per lease at most, however many runs start.
+    - by the deadline of the `look_within(seconds)` signal: other replicas may have started
+      runs of its jobs since its last sweep (it has not seen their leases yet), `seconds` being
+      no more than their lease: a sweep then either reaps such a run whose owner died at once,
+      or learns its lease's end.
     The wait for a lease's end is measured from the sweep's own reading of the database's clock
     (its `db_now`), from when the answer arrived: it never ends before the lease by the
     database's clock (an offset estimate may be ahead by half a round trip; a sweep before the
     end would find the lease still running and reap nothing).
     """
 
-    sweep: Callable[[bool], Housekeeping]
+    sweeps: Sweeps
     period: float
     clock: DbClock
     log: AgentLog
     health: DatabaseHealth
-    on_reaped: Callable[[], None]
-    on_claimable: Callable[[], None]
-    on_peers: Callable[[tuple[str, ...]], None]
+    signals: Signals
+    turns: Turns
     _listed: bool = field(init=False, default=False)  # the row holds this agent's job list
     _unlisted_said: bool = field(init=False, default=False)  # warned that it stays unlisted
-    _wake: threading.Event = field(init=False, default_factory=threading.Event)
     # When to sweep (time.monotonic()): the last sweep began at `_swept_at`; `_expiry` is just
-    # after the next lease's end it found, `_look_by` the deadline `look_within` set (cleared by
-    # a sweep sent after the last call: `_told` counts them); a failed sweep is tried again
-    # early no sooner than `_retry_at`. `_asked`: `wake()` wants a sweep now.
+    # after the next lease's end it found, the signals' `look_by` the deadline `look_within`
+    # set; a failed sweep is tried again early no sooner than `_retry_at`. `_asked`: `wake()`
+    # wants a sweep now.
     _swept_at: float = field(init=False, default_factory=time.monotonic)
     _expiry: float | None = field(init=False, default=None)
-    _look_by: float | None = field(init=False, default=None)
-    _told: int = field(init=False, default=0)
     _retry_at: float | None = field(init=False, default=None)
     _asked: bool = field(init=False, default=False)
-    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     @property
     def listed(self) -> bool:
@@ -113,18 +108,16 @@ class Housekeeper:
                 extra={"action": "presence_refused"})
 
     def _sweep(self, listed: bool) -> None:
-        told = self._told
+        told = self.signals.told()
         self._swept_at = sent = time.monotonic()
-        found = self.sweep(listed)
+        found = self.sweeps.housekeeping(listed)
         arrived = time.monotonic()
         self._listed = found.present
-        self.on_peers(found.peers)
+        self.turns.seen(found.peers)
         self.clock.observe(found.db_now, sent, arrived)
         self._expiry = None if found.next_expiry is None else (
-            arrived + (found.next_expiry - found.db_now).total_seconds() + _margin())
-        with self._lock:
-            if self._told == told:
-                self._look_by = None
+            arrived + (found.next_expiry - found.db_now).total_seconds() + margin())
+        self.signals.looked(told)
         if found.orphaned or found.exhausted or found.overdue:
             metrics.ORPHANS_REAPED.inc(found.orphaned)
             self.log.info(
@@ -134,37 +127,36 @@ class Housekeeper:
                 found.overdue,
                 extra={"action": "reap"},
             )
-            self.on_reaped()
+            self.signals.reaped()
         if found.claimable:
-            self.on_claimable()
+            self.signals.claimable()
+
+    def start(self, supervisor: Supervisor) -> None:
+        """Start the housekeeping loop on a watched thread of its own."""
+        supervisor.spawn("claimsched-housekeeping", self.loop)
+
+    def stop(self) -> None:
+        """Wake the loop so that it sees the agent stopping."""
+        self.wake()
 
     def wake(self) -> None:
         """Sweep now (an agent came or went: the peers changed), or see that it stops."""
         self._asked = True
-        self._wake.set()
-
-    def look_within(self, seconds: float) -> None:
-        """Other replicas may have started runs of this agent's jobs (or are about to), whose
-        leases last at least `seconds`: sweep no later than that from now."""
-        at = time.monotonic() + seconds + _margin()
-        with self._lock:
-            self._told += 1
-            if self._look_by is None or at < self._look_by:
-                self._look_by = at
-                self._wake.set()  # the loop waits for the new deadline
+        self.signals.sweep.set()
 
     def due(self) -> float:
         """When the next sweep is due (time.monotonic())."""
         due = self._swept_at + self.period
-        early = [at for at in (self._expiry, self._look_by) if at is not None]
+        early = [at for at in (self._expiry, self.signals.look_by) if at is not None]
         if early:
             due = min(due, max(min(early), self._retry_at or 0.0))
         return due
 
-    def loop(self, stopping: threading.Event) -> None:
+    def loop(self) -> None:
+        wake, stopping = self.signals.sweep, self.signals.stopping
         while True:
-            self._wake.wait(max(0.0, self.due() - time.monotonic()))
-            self._wake.clear()
+            wake.wait(max(0.0, self.due() - time.monotonic()))
+            wake.clear()
             if stopping.is_set():
                 return
             if not self._asked and time.monotonic() < self.due():
@@ -178,7 +170,3 @@ class Housekeeper:
                 self._retry_at = time.monotonic() + self.health.failed(exc)
             # What reads and planner passes freed goes back to the OS (a cheap call).
             memory.release_freed()
-
-
-def _margin() -> float:
-    return EXPIRY_MARGIN + random.uniform(0, EXPIRY_SPREAD)

@@ -35,6 +35,9 @@ from ..plan.handlers import Handlers
 from ..plan.planner import SETTLED, Entry, Planner, Sharing, micros
 from ..records import Candidate, ClaimResult, Lease, describe_owner, released
 from ..schedule.specs import JobSpec
+from .housekeeping import Housekeeper
+from .signals import Signals
+from .supervisor import Supervisor
 from .workers import Handler, Workers
 
 RETRY_WAIT = 0.5  # seconds before retrying an occurrence that was deferred (Forbid, busy)
@@ -53,32 +56,29 @@ MORE = "more"  # not an outcome: the planner held back candidates and this claim
 class Claimer:
     """Claims this agent's share of due occurrences and starts their handlers.
 
-    `handlers` and `declared` are the agent's registrations (read, never changed here);
-    `listed()` says whether the agent's presence row holds the job list (reclaims then leave
-    it to the database to read, rather than send 100,000 names);
-    `wake` is set by whoever has news for the loop, `stopping` ends it. `refresh_seconds` is
-    how often schedules are re-read without a notification, `jitter_seconds` how much later
-    than its fire time a replica may ask for an occurrence (so replicas spread) while it
-    knows no peers to take turns with. `look_within(seconds)` tells the housekeeper that other
-    replicas may have started runs of these jobs, whose leases last at least `seconds` (the
-    shortest lease of the schedules read): it looks at them before such a lease can end.
+    `handlers` and `declared` are the agent's registrations (read, never changed here); the
+    `housekeeper` says whether the agent's presence row holds the job list (reclaims then
+    leave it to the database to read, rather than send 100,000 names). The loop wakes on the
+    `signals` meant for it (see Signals), and ends when they say the agent is stopping; it
+    signals `look_within` (the shortest lease of the schedules read) when other replicas may
+    have started runs of these jobs. `refresh_seconds` is how often schedules are re-read
+    without a notification, `jitter_seconds` how much later than its fire time a replica may
+    ask for an occurrence (so replicas spread) while it knows no peers to take turns with.
     """
 
     store: Store
     agent_id: str
     handlers: Handlers[Handler]
-    listed: Callable[[], bool]
     declared: Mapping[str, JobSpec]
     workers: Workers
+    housekeeper: Housekeeper
     planner: Planner
     clock: DbClock
     log: AgentLog
     health: DatabaseHealth
-    wake: threading.Event
-    stopping: threading.Event
+    signals: Signals
     refresh_seconds: float
     jitter_seconds: float
-    look_within: Callable[[float], None]
     # What the loop has learnt; set by the methods below only.
     _schedules: dict[str, Entry] = field(init=False, default_factory=dict)
     _warned: set[str] = field(init=False, default_factory=set)  # handlers without a schedule
@@ -86,17 +86,8 @@ class Claimer:
     _dirty: bool = field(init=False, default=True)  # any schedule may have changed
     _changed: set[str] = field(init=False, default_factory=set)  # these have (NOTIFY named them)
     _changed_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
-    _reclaim: bool = field(init=False, default=True)  # look for runs that want an owner
-    _catch_up: bool = field(init=False, default=False)  # look back over the catch-up windows
-    _next_retry: float | None = field(init=False, default=None)  # monotonic
-    # Runs a reclaim started that may have left work behind: their end looks again.
-    _follow: set[tuple[int, int]] = field(init=False, default_factory=set)  # (id, attempt)
-    _follow_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
-    # The last pass left work for want of a slot (or is still running): a freed slot wakes it.
-    _starved: bool = field(init=False, default=True)
     _refreshed_at: float = field(init=False, default=0.0)  # monotonic
     _sent: float = field(init=False, default=0.0)  # when the last claim left (monotonic)
-    _shortest_lease: float | None = field(init=False, default=None)  # of the schedules read
 
     @property
     def names(self) -> list[str]:
@@ -114,57 +105,25 @@ class Claimer:
         else:
             with self._changed_lock:
                 self._changed |= names
-        self.wake.set()
-
-    def recovered(self) -> None:
-        """The database is back (or another one): look back over every catch-up window."""
-        self._catch_up = True
-        self._dirty = True
-        self._reclaim = True
-        self.wake.set()
-
-    def slot_freed(self) -> None:
-        """A run ended or was lost: wake the loop if it is waiting for a slot. Otherwise a
-        freed slot changes nothing it would do (each wake-up is a planner pass)."""
-        if self._starved:
-            self.wake.set()
-
-    def want_reclaim(self) -> None:
-        """Runs may want an owner (orphans, requests, retries): look on the next pass, now.
-        Another replica may take them first."""
-        self._reclaim = True
-        self._others_may_run()
-        self.wake.set()
-
-    def run_ended(self, lease: Lease) -> None:
-        """A run ended and its outcome was recorded (so its Forbid job is no longer busy): if a
-        reclaim started it and may have left work behind, look for that work now."""
-        with self._follow_lock:
-            followed = (lease.id, lease.attempt) in self._follow
-            self._follow.discard((lease.id, lease.attempt))
-        if followed:
-            self.want_reclaim()
-
-    def _others_may_run(self) -> None:
-        """Another replica may have started runs of these jobs: the housekeeper looks at them
-        before the shortest of their leases can end."""
-        if self._shortest_lease is not None:
-            self.look_within(self._shortest_lease)
-
-    def retry_at(self, when: datetime) -> None:
-        """A failed run will want an owner at `when`: wake up then to reclaim it."""
-        at = time.monotonic() + max(0.0, self.clock.seconds_until(when))
-        self._next_retry = at if self._next_retry is None else min(self._next_retry, at)
-        self.wake.set()
+        self.signals.wake.set()
 
     # -- the loop ----------------------------------------------------------------------------
 
+    def start(self, supervisor: Supervisor) -> None:
+        """Start the claim loop on a watched thread of its own."""
+        supervisor.spawn("claimsched-claims", self.loop)
+
+    def stop(self) -> None:
+        """Wake the loop so that it sees the agent stopping."""
+        self.signals.wake.set()
+
     def loop(self) -> None:
+        wake, stopping = self.signals.wake, self.signals.stopping
         delay = 0.0
-        while not self.stopping.is_set():
-            self.wake.wait(delay)
-            self.wake.clear()
-            if self.stopping.is_set():
+        while not stopping.is_set():
+            wake.wait(delay)
+            wake.clear()
+            if stopping.is_set():
                 return
             try:
                 delay = self.claim_pass()
@@ -177,7 +136,7 @@ class Claimer:
 
         Until it returns, a freed slot wakes the loop again; it stops doing so only when the
         pass ends with nothing left that a slot would let it do."""
-        self._starved = True
+        self.signals.starved = True
         self._read_news()
         capacity = self.workers.free()
         if not capacity:
@@ -196,16 +155,17 @@ class Claimer:
     def _read_news(self) -> None:
         """Act on what woke the loop: forget cursors after an outage, re-read the schedules
         that changed (all of them, now and then), reclaim runs that want an owner."""
-        if self._catch_up:
-            self._catch_up = False
+        signals = self.signals
+        if signals.catch_up:  # recovered: any schedule may have changed meanwhile
+            signals.catch_up, self._dirty = False, True
             self.planner.forget()
         if (self._dirty or self._changed
                 or time.monotonic() - self._refreshed_at > self.refresh_seconds):
             self._refresh_schedules()
-        if self._next_retry is not None and time.monotonic() >= self._next_retry:
-            self._next_retry, self._reclaim = None, True
-        if self._reclaim and self.workers.free():
-            self._reclaim = False
+        if signals.next_retry is not None and time.monotonic() >= signals.next_retry:
+            signals.next_retry, signals.reclaim = None, True
+        if signals.reclaim and self.workers.free():
+            signals.reclaim = False
             self._take_over(self.workers.free())
 
     def _candidates(self, capacity: int) -> list[Candidate]:
@@ -216,7 +176,7 @@ class Claimer:
             checks = self.planner.checks
             unclaimed = self.store.claims.unclaimed(checks)
             if len(unclaimed) < len(checks):  # their first claimers took some
-                self._others_may_run()
+                self.signals.others_may_run()
             candidates += self.planner.confirmed(unclaimed)
         return candidates
 
@@ -234,7 +194,7 @@ class Claimer:
         if lost:
             metrics.CLAIMS_LOST.inc(lost)
         if any(result.outcome in HELD for result in results):
-            self._others_may_run()
+            self.signals.others_may_run()
         return results
 
     def _next_wake_up(self, results: list[ClaimResult], blocked: set[str]) -> float:
@@ -260,14 +220,13 @@ class Claimer:
         """Reclaim runs that want an owner, as many as `free` slots, and start them. Those that
         may have left work behind are followed: their end looks again (run_ended)."""
         # The database reads the job list from our presence row when it holds it.
-        jobs = None if self.listed() else self.names
+        jobs = None if self.housekeeper.listed else self.names
         leases = self.store.claims.reclaim(self.agent_id, jobs, free, self._claiming)
         full = len(leases) >= free  # more may wait than there were slots
         for lease in leases:
             metrics.RECLAIMS.labels(lease.job_name).inc()
             if full or self._holds_back(lease.job_name):
-                with self._follow_lock:  # before it starts: it may end at once
-                    self._follow.add((lease.id, lease.attempt))
+                self.signals.follow(lease)  # before it starts: it may end at once
             self._start(lease, "reclaimed")
 
     def _holds_back(self, job_name: str) -> bool:
@@ -278,7 +237,7 @@ class Claimer:
         return entry is None or entry.shape.concurrency_policy == "Forbid"
 
     def _claiming(self) -> bool:
-        return not self.stopping.is_set()
+        return not self.signals.stopping.is_set()
 
     def _sending(self) -> bool:
         """`_claiming`, asked with a connection at hand: the claim leaves now (the clock's
@@ -288,7 +247,7 @@ class Claimer:
 
     def _satisfied(self) -> float:
         """Nothing waits for a slot: sleep until the next occurrence, whatever ends meanwhile."""
-        self._starved = self._reclaim
+        self.signals.starved = self.signals.reclaim
         return self._sleep_seconds()
 
     def _sleep_seconds(self) -> float:
@@ -298,8 +257,9 @@ class Claimer:
             # Peers take turns (turns.py): the first claimer need not wait for the others.
             jitter = 0.0 if self.planner.turns.shared else self.jitter_seconds
             delay = min(delay, self.clock.seconds_until(nxt) + random.uniform(0, jitter))
-        if self._next_retry is not None:
-            delay = min(delay, self._next_retry - time.monotonic())
+        next_retry = self.signals.next_retry
+        if next_retry is not None:
+            delay = min(delay, next_retry - time.monotonic())
         return max(0.0, delay)
 
     def _start(self, lease: Lease, how: str) -> None:
@@ -318,7 +278,7 @@ class Claimer:
                     "action": how,
                 },
             )
-        self.workers.start(lease, self.handlers[lease.job_name])
+        self.workers.begin(lease, self.handlers[lease.job_name])
 
     # -- schedules ---------------------------------------------------------------------------
 
@@ -407,7 +367,7 @@ class Claimer:
         shared = Sharing()
         # The shortest lease of the schedules: of all of them when all are read, else of these
         # and of those read before (a lease that grew counts until the next full read).
-        shortest = None if len(names) >= len(self.handlers) else self._shortest_lease
+        shortest = None if len(names) >= len(self.handlers) else self.signals.shortest_lease
         for record in self.store.schedules.each(None if everything else sorted(names)):
             name = record.job_name
             if name in names:
@@ -417,7 +377,7 @@ class Claimer:
                     owners[name] = (record.source, record.owner)
                 if shortest is None or record.lease_seconds < shortest:
                     shortest = record.lease_seconds
-        self._shortest_lease = shortest
+        self.signals.shortest_lease = shortest
         return entries, owners
 
 

@@ -5,8 +5,18 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from ..logs import AgentLog
+
+
+class Service(Protocol):
+    """A background service of the agent: `start` spawns its named threads on the supervisor;
+    `stop` wakes them so that they see the agent stopping (its signals say so) and end."""
+
+    def start(self, supervisor: Supervisor) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 class Supervisor:

@@ -11,18 +11,29 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from .. import metrics
 from ..errors import DatabaseError
 from ..health import DatabaseHealth
 from ..logs import AgentLog
 from ..records import Completion, Lease, Status
+from .effects import Effects, ReceiptBook
 from .runs import Run
+from .signals import Signals
+from .supervisor import Supervisor
 
 Handler = Callable[[Run], Any]
-#: Records finished runs; returns {run id: retry_at or None} for the runs that were still owned.
-Complete = Callable[[Sequence[Completion]], dict[int, datetime | None]]
+
+
+class Completions(Protocol):
+    """Records finished runs in this agent's name."""
+
+    def complete(self, done: Sequence[Completion]) -> dict[int, datetime | None]:
+        """Returns {run id: retry_at or None} for the runs that were still owned."""
+        ...
+
+
 _NOTHING = object()
 IDLE_SECONDS = 60.0  # a worker thread with nothing to run for this long ends
 # Seconds a finished run waits for the others in flight (the runs of one claim end together,
@@ -47,32 +58,34 @@ class Workers:
     started only when none is idle, so a handler that hangs after its lease was lost never
     holds up the runs that take its slot.
 
-    `new_run` makes the handle a handler gets; `complete` records finished runs; `on_change` is
-    called when a slot frees up, `on_retry` with the time a failed run will want an owner again,
-    `on_ended` with each finished run's lease once its completion statement has answered
-    (recorded, or refused: the lease was lost).
+    A run goes by calls, with two hand-offs between threads: `begin` (on the claim loop's
+    thread) makes its handle, whose receipts are written in `receipts` as `agent_id`, and hands
+    its slot to a worker thread; `_execute` there runs the handler and hands the `Completion`
+    to the completer, which records it with `completions.complete`. The workers signal
+    `slot_freed` when a slot frees up, `retry_at` with the time a failed run will want an
+    owner again, and `run_ended` with each finished run's lease once its completion statement
+    has answered (recorded, or refused: the lease was lost).
     """
 
     def __init__(
         self,
         size: int,
-        new_run: Callable[[Lease], Run],
-        complete: Complete,
+        *,
+        agent_id: str,
+        receipts: ReceiptBook,
+        completions: Completions,
+        signals: Signals,
         log: AgentLog,
         health: DatabaseHealth,
-        on_change: Callable[[], None],
-        on_retry: Callable[[datetime], None],
-        on_ended: Callable[[Lease], None],
         backoff_base: float,
     ) -> None:
         self.size = size
-        self._new_run = new_run
-        self._complete = complete
+        self._agent_id = agent_id
+        self._receipts = receipts
+        self._completions = completions
+        self._signals = signals
         self._log = log
         self._health = health
-        self._on_change = on_change
-        self._on_retry = on_retry
-        self._on_ended = on_ended
         self._backoff_base = backoff_base
         self._lock = threading.Lock()
         self._slots: dict[int, Slot] = {}
@@ -92,8 +105,17 @@ class Workers:
         with self._lock:
             return list(self._slots.values())
 
-    def start(self, lease: Lease, handler: Handler) -> Run:
-        run = self._new_run(lease)
+    def start(self, supervisor: Supervisor) -> None:
+        """Start the completer, on a watched thread of its own."""
+        supervisor.spawn("claimsched-completer", self.completer)
+
+    def stop(self) -> None:
+        """Record what is left (the completer ends then), and let idle threads go."""
+        self.close()
+
+    def begin(self, lease: Lease, handler: Handler) -> Run:
+        """Start `handler` on the run of `lease`, on a worker thread; returns its handle."""
+        run = Run(lease, Effects(self._receipts, self._agent_id, lease), self._agent_id)
         now = time.monotonic()
         slot = Slot(run, renewed_at=now, deadline=now + lease.lease_seconds)
         with self._lock:
@@ -133,7 +155,7 @@ class Workers:
             slot = self._slots.pop(run_id, None)
         if slot is not None:
             slot.run.lost.set()
-            self._on_change()
+            self._signals.slot_freed()
         return slot
 
     def _execute(self, slot: Slot, handler: Handler) -> None:
@@ -164,7 +186,7 @@ class Workers:
         with self._lock:
             owned = self._slots.pop(lease.id, None) is not None
         if owned:
-            self._on_change()
+            self._signals.slot_freed()
 
     def _call(self, handler: Handler, run: Run) -> Any:
         result = handler(run)
@@ -188,7 +210,7 @@ class Workers:
                 threading.Thread(target=serve, name="claimsched-asyncio", daemon=True).start()
             return self._loop
 
-    def completer(self, stopping: threading.Event) -> None:
+    def completer(self) -> None:
         """Record finished runs, many per statement; retries while the database is down.
 
         On close it flushes what is left; if the database is still down then, those runs are
@@ -218,7 +240,7 @@ class Workers:
             if not pending:
                 continue
             try:
-                recorded = self._complete(pending)
+                recorded = self._completions.complete(pending)
             except DatabaseError as exc:
                 retry_in = self._health.failed(exc)
                 if closing:
@@ -229,7 +251,7 @@ class Workers:
             retry_in = None
             for done in pending:
                 self._recorded(done, done.lease.id in recorded, recorded.get(done.lease.id))
-                self._on_ended(done.lease)
+                self._signals.run_ended(done.lease)
             pending = []
 
     def _in_flight(self, pending: list[Completion]) -> bool:
@@ -259,7 +281,7 @@ class Workers:
         else:
             self._log.info("run %s", done.status, extra={**fields, "action": done.status})
         if retry_at is not None:
-            self._on_retry(retry_at)
+            self._signals.retry_at(retry_at)
 
     def close(self) -> None:
         self._done.put(None)
