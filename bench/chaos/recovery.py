@@ -279,7 +279,7 @@ class RecoveryFaults:
             try:
                 store = Store(self.fleet.dsn)
                 try:
-                    return store.request_runs(job, fires, "backfill")
+                    return store.listings.request_runs(job, fires, "backfill")
                 finally:
                     store.close()
             except (psycopg.Error, ClaimschedError) as exc:

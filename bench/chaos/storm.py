@@ -664,7 +664,7 @@ class ChaosRun:
         store = Store(self.dsn)
         try:
             if self.release is None:
-                store.migrate()
+                store.admin.migrate()
                 self.migrated.set()
             else:
                 subprocess.run(self.release.command("migrate", "--dsn", self.dsn), check=True,
@@ -677,7 +677,7 @@ class ChaosRun:
                 self._lapse()
             for job in self.jobs + self.extra_jobs:
                 fields = {k: job[k] for k in SCHEDULE_KEYS}
-                store.upsert_schedule(job_spec(job_name=job["name"], source="cli", **fields))
+                store.schedules.upsert(job_spec(job_name=job["name"], source="cli", **fields))
         finally:
             store.close()  # its pool's threads would outlive the run until a garbage collection
         self.active_since = {
@@ -905,7 +905,7 @@ class ChaosRun:
             if fault.kind == "trigger":
                 store = Store(self.dsn)
                 try:
-                    queued = store.request_runs(job["name"], [store.db_now()], "manual")
+                    queued = store.listings.request_runs(job["name"], [store.db_now()], "manual")
                 finally:
                     store.close()
                 event.detail = f"queued {len(queued)}"
@@ -1077,14 +1077,14 @@ class ChaosRun:
         )
         try:
             before = self._finished_rows()
-            summary = Store(dsn).maintain()
+            summary = Store(dsn).admin.maintain()
             after = self._finished_rows()
         except Exception as exc:
             self.maintenance["failed"] += 1
             self.maintenance[f"failed: {type(exc).__name__}"] += 1
             return
         self.maintenance["runs"] += 1
-        self.maintenance["partitions_created"] += len(summary["partitions_created"])
+        self.maintenance["partitions_created"] += len(summary.partitions_created)
         for rid, row in before.items():
             if after.get(rid) != row:
                 self.violation(

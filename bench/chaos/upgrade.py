@@ -69,7 +69,7 @@ def roll(fleet: Rollout, fault: Fault, event: Event) -> None:
     began = time.monotonic()
     store = Store(fleet.dsn)
     try:
-        store.migrate()
+        store.admin.migrate()
     finally:
         store.close()
     fleet.history_from = _history_from(fleet)

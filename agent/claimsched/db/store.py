@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -16,8 +16,6 @@ from typing import Any
 import psycopg
 import psycopg_pool
 
-from ..records import Written
-from ..schedule.specs import JobSpec
 from .admin import Admin
 from .claims import Claims
 from .connection import checked_schema, configure, connect, make_pool, redact_dsn, translated
@@ -179,18 +177,3 @@ class Store:
         if self.pooling == "direct":
             return Listener(self.direct, self.schema)
         return Poller(lambda: self.claims.poll(agent_id), self.poll_seconds)
-
-    # -- for bench/chaos, whose change is under way elsewhere: the audiences' doors ----------
-
-    def migrate(self) -> list[int]:
-        return self.admin.migrate()
-
-    def maintain(self, retention_days: int = 90) -> dict[str, Any]:
-        return dataclasses.asdict(self.admin.maintain(retention_days))
-
-    def upsert_schedule(self, spec: JobSpec) -> Written:
-        return self.schedules.upsert(spec)
-
-    def request_runs(self, job_name: str, fire_times: Sequence[datetime], kind: str
-                     ) -> list[datetime]:
-        return self.listings.request_runs(job_name, fire_times, kind)
