@@ -36,14 +36,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .chaos.storm import (
-    ChaosConfig,
-    replay_command,
-    run_seed,
-    storm_arguments,
-    storm_config,
-    summary,
-)
+from .chaos.cli import storm_arguments, storm_config
+from .chaos.config import ChaosConfig
+from .chaos.report import replay_command, summary
+from .chaos.storm import run_seed
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -2,7 +2,7 @@
 
     python -m bench.soak_wide --seed 11 --replicas 6 --jobs 24 --light 1000 --duration 1080
 
-R real agent processes run J storm jobs (checked per occurrence, bench/chaos/storm.py) and L
+R real agent processes run J storm jobs (checked per occurrence, bench/chaos/checker.py) and L
 light jobs @every 1s (one cheap effect each, checked in SQL over the whole ledger:
 bench/chaos/wide.py) while the storm's seeded faults overlap for `duration` seconds; then every
 fault is healed, the run settles and every check runs. Writes bench/results/soak-wide-...json
@@ -23,15 +23,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .chaos.storm import (
-    PARTITION,
-    ChaosConfig,
-    default_kinds,
-    replay_command,
-    storm_arguments,
-    storm_config,
-    summary,
-)
+from .chaos.cli import storm_arguments, storm_config
+from .chaos.config import ChaosConfig
+from .chaos.kinds import PARTITION, default_kinds
+from .chaos.report import replay_command, summary
 from .chaos.wide import WideRun
 from .soak import COLORS, RESULTS, LoadSampler, summarize
 

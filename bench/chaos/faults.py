@@ -39,7 +39,7 @@ class Fault:
     target: str  # replica slot, FLEET, "postgres", a job, or the skewed slot
     duration: float  # downtime, pause, outage; for skew: 0
     # skew: the new offset in seconds; new_id: 1 = SIGTERM, 0 = SIGKILL; the others: see their
-    # planning (storm.plan_faults, recovery.plan_recovery)
+    # planning (plan.plan_faults, recovery.plan_recovery)
     value: float = 0.0
     until: float = 0.0  # the end of its reservation of its target's lane (0: it reserves none)
     job: str = ""  # the job it works on, when its target is a replica

@@ -2,7 +2,7 @@
 
 The storm's jobs (named j..) keep every interesting shape (Forbid overruns, backfills, triggers,
 run.once freezes, the reclaimer paused past its lease) and the per-occurrence Python checks of
-storm.py, which read them through views (`scope`). The light jobs (named w....) each record one
+checker.py, which read them through views (`scope`). The light jobs (named w....) each record one
 effect with one cheap statement (app.py `_light_handler`: the receipt and a public.wide_ledger
 row in one transaction); at a million occurrences they are checked in SQL over the whole ledger,
 job_runs and job_attempts (WIDE_CHECKS), more strictly than per occurrence: every occurrence due
@@ -19,7 +19,8 @@ from typing import Any
 
 import psycopg
 
-from .storm import ChaosConfig, ChaosRun
+from .config import ChaosConfig
+from .storm import ChaosRun
 
 LIGHT = "w"  # light job names begin so, and sort after every storm job (j..)
 LIGHT_MAX_ATTEMPTS = 10  # dense faults fail a few attempts of one occurrence in a row

@@ -22,27 +22,16 @@ from typing import Any
 
 import psycopg
 import pytest
+from bench.chaos.checker import Checker
+from bench.chaos.cli import main
+from bench.chaos.config import ChaosConfig
 from bench.chaos.faults import FLEET
+from bench.chaos.kinds import FAILOVER, FAULT_KINDS, HA_KINDS, PARTITION, PG_FAULTS, POOLER
+from bench.chaos.plan import WATCHING, outage, plan
 from bench.chaos.recovery import FLEET_DOWN, KILL_BACKFILLER, PAUSE_RECLAIMER, work_seconds
 from bench.chaos.recovery_checks import FORBID_BUSY, RecoveryChecks, RecoveryLog
-from bench.chaos.storm import (
-    FAILOVER,
-    FAULT_KINDS,
-    HA_KINDS,
-    PARTITION,
-    PG_FAULTS,
-    POOLER,
-    WATCHING,
-    ChaosConfig,
-    ChaosRun,
-    Checker,
-    lapse_partition,
-    main,
-    outage,
-    plan,
-    run_seed,
-    summary,
-)
+from bench.chaos.report import summary
+from bench.chaos.storm import ChaosRun, lapse_partition, run_seed
 
 from claimsched.db import Store
 from claimsched.plan.planner import MISSED_LATEST, MISSED_NONE

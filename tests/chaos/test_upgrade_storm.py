@@ -7,8 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from bench.chaos.config import ChaosConfig
 from bench.chaos.faults import FLEET
-from bench.chaos.storm import ChaosConfig, plan, run_seed, summary
+from bench.chaos.plan import plan
+from bench.chaos.report import summary
+from bench.chaos.storm import run_seed
 from bench.chaos.upgrade import ROLLING_UPGRADE
 
 KINDS = (ROLLING_UPGRADE, "sigkill", "sigstop", "sigterm", "pg_outage", "trigger", "skew")
