@@ -52,6 +52,7 @@ from .faults import GRACE, Event, Fault, Lanes, Slot
 from .harness import Replica, Replicas
 from .jobs import SCHEDULE_KEYS, app_jobs
 from .kinds import ALL_KINDS, DB_FAULTS, PARTITION, POOLER
+from .maintenance import Maintenance
 from .plan import plan
 from .recovery import RECOVERY_FAULTS, RecoveryFaults
 from .report import max_overlap, violation_kinds
@@ -89,10 +90,9 @@ class ChaosRun:
         self.wall0 = time.time()
         self.mono_to_wall = time.time() - time.monotonic()  # the handlers trace monotonic time
         self.trace_dir = folder / "trace"
-        self.maintenance: Counter[str] = Counter()
-        self.finished_seen: dict[int, tuple[Any, ...]] = {}
         self.recovery = RecoveryFaults(self)
         self.executors = FaultExecutors(self)
+        self.maintenance = Maintenance(self, self.maintenance_waits)
         # the previous release's agents until a rolling upgrade; this release's schema from then
         self.release = previous() if ROLLING_UPGRADE in cfg.kinds else None
         self.migrated = threading.Event()
@@ -158,7 +158,8 @@ class ChaosRun:
                 self.t0, self.wall0 = time.monotonic(), time.time()
                 threads = [
                     threading.Thread(target=self._kubelet, name="chaos-kubelet", daemon=True),
-                    threading.Thread(target=self._maintain, name="chaos-maintain", daemon=True),
+                    threading.Thread(target=self.maintenance.run, name="chaos-maintain",
+                                     daemon=True),
                 ]
                 for thread in threads:
                     thread.start()
@@ -170,7 +171,7 @@ class ChaosRun:
                 self.stop.set()
                 for thread in threads:
                     thread.join(30)
-                self._maintain_once("final")
+                self.maintenance.once("final")
                 self._shutdown()
                 report = self._check(cutoff)
             finally:
@@ -248,7 +249,7 @@ class ChaosRun:
                 conn.execute(app_sql.AUDIT)
                 conn.execute(self.setup_sql)
             if self.cfg.lapse_partitions:
-                self._lapse()
+                self.maintenance.lapse()
             for job in self.jobs + self.extra_jobs:
                 fields = {k: job[k] for k in SCHEDULE_KEYS}
                 store.schedules.upsert(job_spec(job_name=job["name"], source="cli", **fields))
@@ -260,10 +261,6 @@ class ChaosRun:
                 "SELECT job_name, active_since FROM claimsched.job_schedule"
             )
         }
-
-    def _lapse(self) -> None:
-        if lapse_partition(self.dsn):
-            self.notes["partition_lapses"] += 1
 
     def _write_skew(self, seconds: float) -> None:
         # libfaketime re-reads the file while the replica runs: replace it atomically, so it
@@ -415,53 +412,6 @@ class ChaosRun:
                     self.launch(slot)
                 finally:
                     slot.lock.release()
-
-    # -- maintenance, concurrently ---------------------------------------------------------------
-
-    def _finished_rows(self) -> dict[int, tuple[Any, ...]]:
-        rows = self.query(
-            "SELECT id, job_name, fire_time, kind, status, claimed_by, attempt, started_at, "  # noqa: S608
-            f"finished_at, error, orphan_count FROM {self.scope['runs']} "
-            "WHERE status IN ('done', 'skipped') OR (status = 'failed' AND retry_at IS NULL)"
-        )
-        return {row[0]: row for row in rows}
-
-    def _maintain_once(self, why: str) -> None:
-        dsn = psycopg.conninfo.make_conninfo(
-            self.dsn, options="-c claimsched_test.actor=maintenance"
-        )
-        try:
-            before = self._finished_rows()
-            summary = Store(dsn).admin.maintain()
-            after = self._finished_rows()
-        except Exception as exc:
-            self.maintenance["failed"] += 1
-            self.maintenance[f"failed: {type(exc).__name__}"] += 1
-            return
-        self.maintenance["runs"] += 1
-        self.maintenance["partitions_created"] += len(summary.partitions_created)
-        for rid, row in before.items():
-            if after.get(rid) != row:
-                self.violation(
-                    f"history changed by maintenance ({why}): {row} became {after.get(rid)}"
-                )
-        with self._lock:
-            for rid, row in after.items():
-                self.finished_seen.setdefault(rid, row)
-
-    def _maintain(self) -> None:
-        for wait in self.maintenance_waits:
-            if self.stop.wait(wait):
-                return
-            if self.cfg.lapse_partitions:
-                try:
-                    self._lapse()
-                except psycopg.Error:
-                    self.maintenance["lapse_failed"] += 1
-                if self.stop.wait(wait / 2):
-                    return
-            if self.migrated.is_set():  # this release's maintenance, on its own schema
-                self._maintain_once("during the storm")
 
     # -- the end: heal, catch up, quiesce, stop --------------------------------------------------
 
@@ -651,8 +601,8 @@ class ChaosRun:
             checker.stats[f"superseded_{outcome}"] = n
         timed = self._time_checks(runs, starts)
         found += timed.found
-        final = self._finished_rows()
-        for rid, row in self.finished_seen.items():
+        final = self.maintenance.finished_rows()
+        for rid, row in self.maintenance.finished_seen.items():
             if final.get(rid) != row:
                 found.append(f"finished run {row} is {final.get(rid)} at the end")
         self.violations.extend(found)
@@ -706,7 +656,7 @@ class ChaosRun:
             **dict(sorted(timed.stats.items())),
             "completions_refused": logs.count("completion refused"),
             "leases_lost": logs.count("lease lost:"),
-            "maintenance": dict(self.maintenance),
+            "maintenance": dict(self.maintenance.counts),
             # findings, not invariants: claims that deadlocked on each other (Postgres counts
             # them; each costs a second), and leases that had already expired when granted
             "deadlocks": deadlocks,
@@ -748,27 +698,3 @@ def run_seed(cfg: ChaosConfig, folder: Path | None = None, verbose: bool = False
     report = ChaosRun(cfg, folder, say).run()
     (folder / "report.json").write_text(json.dumps(report, indent=2, default=str))
     return report
-
-
-def lapse_partition(dsn: str) -> bool:
-    """Maintenance lapsed: this month's partition is missing, its rows live in the default
-    partition (as after months without `claimsched maintain`). Done atomically, under an
-    exclusive lock, so that the agents never see a half-moved table. False if already lapsed."""
-    with psycopg.connect(dsn) as conn:
-        conn.execute("SET LOCAL claimsched_test.actor = 'harness-lapse'")
-        conn.execute("LOCK TABLE claimsched.job_runs IN ACCESS EXCLUSIVE MODE")
-        month = conn.execute("SELECT date_trunc('month', now())").fetchone()[0]  # type: ignore[index]
-        name = f"job_runs_p{month:%Y%m}"
-        part = psycopg.sql.Identifier("claimsched", name)
-        if not conn.execute("SELECT to_regclass(%s)", [f"claimsched.{name}"]).fetchone()[0]:  # type: ignore[index]
-            return False
-        conn.execute(
-            psycopg.sql.SQL("ALTER TABLE claimsched.job_runs DETACH PARTITION {}").format(part)
-        )
-        conn.execute(
-            psycopg.sql.SQL(
-                "INSERT INTO claimsched.job_runs OVERRIDING SYSTEM VALUE SELECT * FROM {}"
-            ).format(part)
-        )
-        conn.execute(psycopg.sql.SQL("DROP TABLE {}").format(part))
-    return True

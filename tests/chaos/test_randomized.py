@@ -27,11 +27,12 @@ from bench.chaos.cli import main
 from bench.chaos.config import ChaosConfig
 from bench.chaos.faults import FLEET
 from bench.chaos.kinds import FAILOVER, FAULT_KINDS, HA_KINDS, PARTITION, PG_FAULTS, POOLER
+from bench.chaos.maintenance import lapse_partition
 from bench.chaos.plan import WATCHING, outage, plan
 from bench.chaos.recovery import FLEET_DOWN, KILL_BACKFILLER, PAUSE_RECLAIMER, work_seconds
 from bench.chaos.recovery_checks import FORBID_BUSY, RecoveryChecks, RecoveryLog
 from bench.chaos.report import summary
-from bench.chaos.storm import ChaosRun, lapse_partition, run_seed
+from bench.chaos.storm import ChaosRun, run_seed
 
 from claimsched.db import Store
 from claimsched.plan.planner import MISSED_LATEST, MISSED_NONE
