@@ -1,7 +1,11 @@
 """The chaos harness: real agent processes (`app`, started by `harness`), seeded storms of
-overlapping faults and the invariants checked after them (`storm`; the faults' plan records and
-lanes in `faults`, the recovery faults in `recovery`, their invariants in `recovery_checks`,
-those about time in `timeline`, the rolling upgrade in `upgrade`).
+overlapping faults and the invariants checked after them. A storm, from its command line down:
+`cli` (the options, `python -m bench.chaos`), `storm` (one run end to end: ChaosRun), the faults
+it runs (`executors`; the recovery faults in `recovery`, the rolling upgrade in `upgrade`), the
+maintenance beside them (`maintenance`), the seeded plan (`plan`, the jobs in `jobs`, asked for
+by `config`, drawn from `kinds`), the plan's records and lanes (`faults`), the invariants
+(`checker`; those of recovery in `recovery_checks`, those about time in `timeline`) and the
+report (`report`).
 
 The chaos tests (tests/chaos) and the soak profile (bench/soak.py) both run it. Replay a storm:
 
