@@ -17,9 +17,9 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import psycopg
 
@@ -30,34 +30,23 @@ from claimsched.tools.processes import python_path
 
 from ..ha.patroni import PatroniCluster
 from ..ha.pgbouncer import Pgbouncer
-from .faults import Event, Fault, Lanes, Slot
+from .faults import Event, Fault
 from .harness import REPO
 from .kinds import FAILOVER, MANUAL_FAULTS, PARTITION, PG_FAULTS, POOLER
 from .plan import TAIL_WAIT
+from .recovery import Fleet
 
 
-class Storm(Protocol):
-    """What the storm's own faults use of a running storm (storm.ChaosRun)."""
+class Storm(Fleet, Protocol):
+    """What the storm's own faults use of a running storm (storm.ChaosRun): what the recovery
+    faults use, and the database, its pooler, the handlers' trace folder and the violations."""
 
-    dsn: str
-    jobs: list[dict[str, Any]]
-    slots: dict[str, Slot]
-    lanes: Lanes
-    active_since: dict[str, datetime]
     trace_dir: Path
     pg: TemporaryPostgres | None
     ha: PatroniCluster | None
     pooler: Pgbouncer | None
 
-    def now(self) -> float: ...
-
-    def query(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]: ...
-
     def violation(self, text: str) -> None: ...
-
-    def launch(self, slot: Slot) -> None: ...
-
-    def bring_down(self, slot: Slot, graceful: bool, event: Event) -> None: ...
 
 
 class FaultExecutors:
