@@ -262,7 +262,8 @@ class RecoveryFaults:
             event.happened = False
             return
         while time.monotonic() < deadline:
-            for slot, run in self._held(job["name"], fires)[:1]:
+            # any of them: the first one's replica may be held by another fault right now
+            for slot, run in self._held(job["name"], fires):
                 if self._kill(slot, run, fault, event):
                     event.detail += f"; {len(queued)} of {len(fires)} backfilled occurrences new"
                     return
