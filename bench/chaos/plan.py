@@ -46,9 +46,10 @@ def plan_faults(
 
     A replica has one fault at a time and at least one replica is never faulted at any instant,
     but while the whole fleet is down (FLEET_DOWN: every replica's lane, drawn early); Postgres
-    has one fault at a time, a frozen job one freeze at a time, and no database fault is on
-    while a WATCHING fault waits. A rolling upgrade, when asked for, comes first and holds
-    every lane, the database's too: no other fault starts before it ends (upgrade.py). Faults on
+    has one fault at a time, a frozen job one freeze at a time, and no database fault (nor the
+    pooler's) is on while a WATCHING fault waits. A rolling upgrade, when asked for, comes first
+    and holds every lane, the database's too: no other fault starts before it ends (upgrade.py).
+    Faults on
     different targets overlap freely. Each fault
     reserves its lane (faults.py) until `until`. A fault that does not fit where it was drawn
     moves later, then earlier; one that fits nowhere is left out. Manual runs go to Forbid jobs,
@@ -141,8 +142,11 @@ def plan_faults(
                 target = "postgres" if clear else None
             elif kind == "skew":
                 target = skewed
-            elif kind == POOLER:
-                target = None if overlaps(POOLER, low, high) else POOLER
+            elif kind == POOLER:  # half the fleet's database fault: clear of the watches too
+                clear = not overlaps(POOLER, low, high) and not any(
+                    a < low + duration + 1.0 and low < b for a, b in watches
+                )
+                target = POOLER if clear else None
             elif kind in MANUAL_FAULTS:
                 target = pick
             elif kind == "freeze_in_once":
@@ -164,6 +168,8 @@ def plan_faults(
         until = 0.0
         if kind in DB_FAULTS:
             outages.append(outage(kind, at, duration))
+        if kind == POOLER:
+            outages.append((at, at + duration + 1.0))
         if kind in WATCHING:
             watches.append((at, at + WATCHING[kind]))
         if kind not in ("skew", *MANUAL_FAULTS):
