@@ -214,11 +214,11 @@ class ChaosRun:
         self.pooler.start()
         for index, slot in enumerate(self.slots.values()):
             if index % 2:
-                slot.dsn = make_conninfo(self.dsn, host="127.0.0.1", port=str(self.pooler.port))
+                slot.dsn = self.pooler.dsn_for(self.dsn)
 
     def _proxy(self, slot: Slot) -> None:
         """Put every connection of the slot's replicas behind black-hole proxies, one per node
-        (in front of the poolers, for a pooled slot)."""
+        (in front of the pooler, for a pooled slot)."""
         ports = [int(p) for p in str(conninfo_to_dict(slot.dsn or self.dsn)["port"]).split(",")]
         slot.proxies = [Blackhole(port) for port in ports]
         slot.dsn = make_conninfo(slot.dsn or self.dsn,
@@ -424,7 +424,7 @@ class ChaosRun:
                 self.pg.start()
         if self.pooler is not None:
             with self.executors.pooler_lock:
-                if self.pooler.process is None or self.pooler.process.poll() is not None:
+                if not self.pooler.running:
                     self.pooler.start()
                 self.pooler.point_at(self._primary())
         for slot in self.slots.values():

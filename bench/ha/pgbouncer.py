@@ -99,14 +99,20 @@ class Pgbouncer:
         self.admin("RELOAD")
 
     def dsn_for(self, dsn: str) -> str:
-        """The same database and user, reached through the pooler (its `*` fallback entry)."""
+        """`dsn` (a database of the server, or of the cluster it fronts) reached through the
+        pooler's `*` fallback entry: its other parameters are kept."""
         params = conninfo_to_dict(dsn)
         return make_conninfo(
+            dsn,
             host="127.0.0.1",
             port=str(self.port),
             dbname=str(params.get("dbname", "postgres")),
             user=str(params.get("user", "postgres")),
         )
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
     @property
     def admin_dsn(self) -> str:
@@ -148,7 +154,7 @@ class Pgbouncer:
 
     def kill(self) -> None:
         """SIGKILL: every client's and server's connection drops, whatever was in flight."""
-        if self.process is not None and self.process.poll() is None:
+        if self.process is not None and self.running:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(10)
 

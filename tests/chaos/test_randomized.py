@@ -77,8 +77,10 @@ def test_random_overlapping_faults_never_break_a_guarantee(seed: int, tmp_path: 
 def _odd_replicas_were_pooled(folder: Path) -> None:
     """The odd slots' replicas reached the database through the pooler (poll mode), the even
     ones directly."""
-    for log in folder.glob("r[0-9].1.log"):
-        pooled = int(log.name[1]) % 2 == 1
+    first = {log.name[:2]: log for log in folder.glob("r[0-9].1.log")}  # each slot's first
+    assert {"r0", "r1"} <= first.keys(), sorted(first)
+    for slot, log in first.items():
+        pooled = int(slot[1]) % 2 == 1
         assert ("connection pooler" in log.read_text(errors="replace")) == pooled, log.name
 
 
