@@ -196,6 +196,50 @@ def test_an_agent_behind_pgbouncer_hears_of_a_manual_run_promptly(
             wait_for(lambda: done, "the manual run", timeout=5)
 
 
+def test_a_stopping_agent_behind_a_paused_pooler_stops_within_its_grace_and_margin(
+    dsn: str,
+) -> None:
+    """pgbouncer PAUSEd holds every new transaction before a server sees it, for as long as it
+    pauses: neither statement_timeout nor keepalives end that wait. The hand-back of a run
+    still running at the end of the grace must not wait for RESUME past the stop's margin."""
+    from claimsched.agent import STOP_MARGIN
+
+    started, finish = threading.Event(), threading.Event()
+    with pgbouncer(dsn) as bouncer:
+        agent = Agent(
+            bouncer.dsn_for(dsn),
+            agent_id="a1",
+            poll_seconds=0.3,
+            schedule_refresh_seconds=600,
+            housekeeping_seconds=600,
+        )
+
+        @agent.job("long", schedule="@yearly", lease_seconds=30, heartbeat_seconds=5)
+        def long(run: object) -> None:
+            started.set()
+            finish.wait(60)
+
+        agent.start()
+        stopper = threading.Thread(target=agent.stop, kwargs={"grace": 0.5})
+        try:
+            store = Store(dsn)
+            try:
+                store.listings.request_runs("long", [store.db_now()], "manual")
+            finally:
+                store.close()
+            assert started.wait(10), "the run did not start"
+            bouncer.pause()
+            stopper.start()
+            stopper.join(0.5 + STOP_MARGIN + 3)
+            assert not stopper.is_alive(), "stop() waited for the pooler past its margin"
+        finally:
+            bouncer.resume()
+            finish.set()
+            if not stopper.is_alive() and not stopper.ident:
+                agent.stop()
+            stopper.join(30)
+
+
 def test_dsn_options_win_over_claimsched_defaults(dsn: str) -> None:
     store = Store(make_conninfo(dsn, keepalives_idle="42", target_session_attrs="any"))
     store.open()

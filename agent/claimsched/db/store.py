@@ -19,6 +19,7 @@ import psycopg_pool
 from .admin import Admin
 from .claims import Claims
 from .connection import checked_schema, configure, connect, make_pool, redact_dsn, translated
+from .cutoff import cut_off_at
 from .identity import IdentityWatch, read_identity
 from .listener import Listener, Poller
 from .listings import Listings
@@ -107,8 +108,9 @@ class Store:
             self.pool.close(timeout=self._remaining(5.0))
 
     def give_up_at(self, deadline: float) -> None:
-        """From now on no wait for a connection lasts past `deadline` (time.monotonic()):
-        a stopping agent must not hang on a database that is away."""
+        """From now on no wait for a connection, and no statement, lasts past `deadline`
+        (time.monotonic()): a stopping agent must not hang on a database or a pooler that is
+        away or paused."""
         self._give_up_at = deadline
 
     def _remaining(self, timeout: float) -> float:
@@ -143,7 +145,11 @@ class Store:
         timeout = self._remaining(timeout)
         if not self._opened:
             self.open(timeout)
-        with translated(), self.pool.connection(timeout=timeout) as conn:
+        with (
+            translated(),
+            self.pool.connection(timeout=timeout) as conn,
+            cut_off_at(conn, self._give_up_at),
+        ):
             if self.pooling == "direct":
                 yield conn
             else:
