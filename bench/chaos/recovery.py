@@ -6,7 +6,8 @@ it works a backfill, and the whole fleet down for a while.
   run's lease and `duration` seconds more, then SIGCONTs it. Its attempt is reclaimed under it;
   what it does when it wakes is fenced out.
 - kill_backfiller: backfills occurrences of `job` from before its schedule began, waits for a
-  replica to work one, and SIGKILLs it (restarted `duration` seconds later).
+  replica to work one, and SIGKILLs it (restarted `duration` seconds later). When they ran
+  and ended on replicas it may not take, it backfills more, from further back.
 - fleet_down: stops every replica at once (SIGTERM or SIGKILL each, `value`'s bits), keeps the
   fleet down `duration` seconds (longer than every period, far shorter than the catch-up
   windows), then starts every replica again. What fell meanwhile is caught up per policy.
@@ -45,6 +46,7 @@ BACKFILL_WAIT = 5.0  # seconds a kill_backfiller waits for its backfill to be wo
 # schedule began, and further back for each more: the backfill fault's ranges end closer, so
 # each range queues occurrences of its own.
 BACKFILL_FROM, BACKFILL_RUNS = 11, 3
+BACKFILL_AGAIN = 1000  # periods further back for each more backfill of one kill_backfiller
 POLL = 0.05
 
 
@@ -261,12 +263,20 @@ class RecoveryFaults:
         if queued is None:
             event.happened = False
             return
+        periods, again = int(fault.value), time.monotonic() + work_seconds(job) + 0.5
         while time.monotonic() < deadline:
             # any of them: the first one's replica may be held by another fault right now
             for slot, run in self._held(job["name"], fires):
                 if self._kill(slot, run, fault, event):
                     event.detail += f"; {len(queued)} of {len(fires)} backfilled occurrences new"
                     return
+            if time.monotonic() > again:
+                # they ran and ended where a fault (planned or at work) held the replica: more,
+                # from further back (clear of every other backfill's range), for a free one
+                periods += BACKFILL_AGAIN
+                fires = self._backfill_times(job, periods)
+                queued = self._backfill(job["name"], fires, deadline, event) or []
+                again = time.monotonic() + work_seconds(job) + 0.5
             time.sleep(POLL)
         event.happened = False
         event.detail = (f"backfilled {len(queued)} of {job['name']}: none worked on a free "
