@@ -194,3 +194,28 @@ def test_a_forbid_jobs_lone_request_looks_once_more_when_it_ends_and_then_stops(
                     log=lambda: f"reclaims: {reclaims}")
     time.sleep(1.0)  # the quiet being checked: nothing more may happen
     assert reclaims == seen and len(seen) <= 4, seen
+
+
+def test_a_forbid_jobs_backlog_does_not_hold_back_the_other_jobs_queued_runs(
+    dsn: str, store: Store, agents: list[Agent]
+) -> None:
+    """Forbid starts one run of a job at a time, but the runs of its backlog that must wait are
+    not what a reclaim takes its slots' worth of: another job's request, queued after them,
+    starts on a free slot while the backlog's first run is still in progress."""
+    release = threading.Event()
+    agent = Agent(dsn, agent_id="a", max_concurrency=4, housekeeping_seconds=HOUSEKEEPING,
+                  shutdown_grace_seconds=2)
+    agents.append(agent)
+    agent.job("report", schedule="@daily")(lambda run: release.wait(DRAINED * 2))
+    agent.job("ping", schedule="@yearly")(lambda run: None)
+    agent.start()
+    try:
+        store.listings.request_runs("report", _past_days(store, BACKLOG), "backfill")
+        wait_for(lambda: "running" in statuses(dsn, "report"), what="the backlog's first run")
+        store.listings.request_runs("ping", [store.db_now()], "manual")
+        wait_for(lambda: statuses(dsn, "ping") == ["done"], timeout=DRAINED,
+                 log=lambda: f"ping: {statuses(dsn, 'ping')}",
+                 what="the other job's request done while the Forbid backlog waits")
+        assert statuses(dsn, "report").count("running") == 1
+    finally:
+        release.set()

@@ -499,6 +499,18 @@ WITH picked AS (
     FROM job_runs r
     WHERE r.job_name = ANY(p_jobs)
       AND run_wants_owner(r.status, r.fire_time, r.retry_at)
+      -- A Forbid job's run that must wait (another of its runs is in progress or comes first)
+      -- takes no place under the LIMIT, or a Forbid backlog would hold back every other job's
+      -- waiting runs. In the snapshot only: `forbid` and `busy` below decide, after the lock.
+      AND NOT (EXISTS (SELECT 1 FROM job_schedule s
+                       WHERE s.job_name = r.job_name AND s.concurrency_policy = 'Forbid'
+                       OFFSET 0)
+               AND EXISTS (SELECT 1 FROM job_runs o
+                           WHERE o.job_name = r.job_name AND o.id <> r.id
+                             AND (o.status = 'running'
+                                  OR (run_wants_owner(o.status, o.fire_time, o.retry_at)
+                                      AND (o.status <> 'orphaned', o.fire_time)
+                                          < (r.status <> 'orphaned', r.fire_time)))))
     ORDER BY r.status = 'orphaned' DESC, r.fire_time
     LIMIT p_capacity
     FOR UPDATE OF r SKIP LOCKED

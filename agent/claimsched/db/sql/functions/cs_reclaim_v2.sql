@@ -1,11 +1,13 @@
 -- Take over runs that want an owner: manual/backfill requests (pending) whose fire time has
 -- come, orphans (first: they are runs in progress), and failed runs whose retry is due.
 -- attempt + 1 is the new fencing token, and a new lease_token (returned to this claimer only)
--- fences out the previous owner even if it had the same agent id. A Forbid job starts at most one run, and none while
--- another of its runs is in progress (read by forbid_in_progress(), after its lock); an
--- orphan yields only to a running run or an older orphan. Only the jobs of the caller's scope
--- (cs_agent_scope()) are considered. p_jobs NULL: the jobs of the agents row of p_agent_id
--- (housekeeping keeps the list there, so a reclaim need not send it).
+-- fences out the previous owner even if it had the same agent id. A Forbid job starts at most
+-- one run, and none while another of its runs is in progress (read by forbid_in_progress(),
+-- after its lock); an orphan yields only to a running run or an older orphan. The p_capacity
+-- runs picked are ones that may start: a Forbid job's runs that must wait are passed over.
+-- Only the jobs of the caller's scope (cs_agent_scope()) are considered. p_jobs NULL: the jobs
+-- of the agents row of p_agent_id (housekeeping keeps the list there, so a reclaim need not
+-- send it).
 -- The attempt a taken run had (orphaned, fenced out, or failed and retried) is kept in
 -- job_attempts, with its owner, times and error: the occurrence's history.
 -- Called by: agents (`claimsched roles`).
@@ -34,6 +36,18 @@ WITH picked AS (
     FROM job_runs r
     WHERE r.job_name = ANY(p_jobs)
       AND run_wants_owner(r.status, r.fire_time, r.retry_at)
+      -- A Forbid job's run that must wait (another of its runs is in progress or comes first)
+      -- takes no place under the LIMIT, or a Forbid backlog would hold back every other job's
+      -- waiting runs. In the snapshot only: `forbid` and `busy` below decide, after the lock.
+      AND NOT (EXISTS (SELECT 1 FROM job_schedule s
+                       WHERE s.job_name = r.job_name AND s.concurrency_policy = 'Forbid'
+                       OFFSET 0)
+               AND EXISTS (SELECT 1 FROM job_runs o
+                           WHERE o.job_name = r.job_name AND o.id <> r.id
+                             AND (o.status = 'running'
+                                  OR (run_wants_owner(o.status, o.fire_time, o.retry_at)
+                                      AND (o.status <> 'orphaned', o.fire_time)
+                                          < (r.status <> 'orphaned', r.fire_time)))))
     ORDER BY r.status = 'orphaned' DESC, r.fire_time
     LIMIT p_capacity
     FOR UPDATE OF r SKIP LOCKED
