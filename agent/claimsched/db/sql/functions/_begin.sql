@@ -16,44 +16,22 @@ SELECT regexp_replace(c.name, '_v[0-9]+$', '') AS name, a.grantee::regrole AS gr
 FROM pg_temp.cs_functions c, aclexplode(c.acl) a
 WHERE a.privilege_type = 'EXECUTE' AND a.grantee NOT IN (0, c.owner);
 
--- The versions from before lease tokens (migration 0009): their arguments or result columns
--- have none.
+-- The versions whose arguments or result columns changed: those from before lease tokens
+-- (migration 0009: none of their arguments or result columns is one), cs_housekeeping from
+-- before peers (migration 0012: no `joined` result column), and API 1's cs_housekeeping of a
+-- schema migrated between 0.1.0 and 0.2.0 (with `next_expiry`, now API 2's; API 1 has
+-- claimsched 0.1.0's result columns).
 DO $$
 DECLARE
     f regprocedure;
 BEGIN
     FOR f IN SELECT c.f FROM pg_temp.cs_functions c
-             WHERE c.name IN ('cs_claim', 'cs_reclaim', 'cs_heartbeat', 'cs_complete',
-                              'cs_release', 'cs_effect')
-               AND NOT EXISTS (SELECT FROM unnest(c.argnames) AS a(name)
-                               WHERE a.name LIKE '%lease\_token%')
-    LOOP
-        EXECUTE format('DROP FUNCTION %s', f);
-    END LOOP;
-END
-$$;
-
--- The versions from before peers (migration 0012): no `joined` result column.
-DO $$
-DECLARE
-    f regprocedure;
-BEGIN
-    FOR f IN SELECT c.f FROM pg_temp.cs_functions c
-             WHERE c.name = 'cs_housekeeping' AND NOT 'joined' = ANY (c.argnames)
-    LOOP
-        EXECUTE format('DROP FUNCTION %s', f);
-    END LOOP;
-END
-$$;
-
--- API 1's cs_housekeeping has claimsched 0.1.0's result columns; a schema migrated between
--- 0.1.0 and 0.2.0 had one with `next_expiry` (now API 2's) under that name.
-DO $$
-DECLARE
-    f regprocedure;
-BEGIN
-    FOR f IN SELECT c.f FROM pg_temp.cs_functions c
-             WHERE c.name = 'cs_housekeeping' AND 'next_expiry' = ANY (c.argnames)
+             WHERE (c.name IN ('cs_claim', 'cs_reclaim', 'cs_heartbeat', 'cs_complete',
+                               'cs_release', 'cs_effect')
+                    AND NOT EXISTS (SELECT FROM unnest(c.argnames) AS a(name)
+                                    WHERE a.name LIKE '%lease\_token%'))
+                OR (c.name = 'cs_housekeeping'
+                    AND (NOT 'joined' = ANY (c.argnames) OR 'next_expiry' = ANY (c.argnames)))
     LOOP
         EXECUTE format('DROP FUNCTION %s', f);
     END LOOP;
