@@ -81,8 +81,8 @@ class Checker:
     def _audit(self, audit: list[tuple[Any, ...]]) -> set[tuple[Any, ...]]:
         state: dict[int, dict[str, Any]] = {}
         deleted: dict[int, tuple[int, dict[str, Any]]] = {}
-        inserted: Counter[tuple[str, str]] = Counter()
-        completions: Counter[tuple[str, str]] = Counter()
+        inserted: Counter[tuple[str, datetime]] = Counter()
+        completions: Counter[tuple[str, datetime]] = Counter()
         grants: set[tuple[Any, ...]] = set()
         for seq, op, tx, actor, old, new in audit:
             if op == "INSERT":
@@ -128,7 +128,7 @@ class Checker:
         self,
         old: dict[str, Any],
         new: dict[str, Any],
-        completions: Counter[tuple[str, str]],
+        completions: Counter[tuple[str, datetime]],
         grants: set[tuple[Any, ...]],
         kept: bool = True,  # the attempt a reclaim supersedes here must have a history
     ) -> None:
@@ -276,9 +276,9 @@ class Checker:
             if row[3] != "done":
                 continue
             spec = self.jobs[job]
-            for key in ("before", "once", "after"):
-                if spec.get(key) and (job, fire, spec[key]) not in receipt_at:
-                    self.fail(f"{job} @ {fire:%H:%M:%S} done without its {spec[key]!r} effect")
+            for step in ("before", "once", "after"):
+                if spec.get(step) and (job, fire, spec[step]) not in receipt_at:
+                    self.fail(f"{job} @ {fire:%H:%M:%S} done without its {spec[step]!r} effect")
 
     # one handler per attempt, and only for attempts the database granted
     def _starts(
