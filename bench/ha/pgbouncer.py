@@ -104,15 +104,19 @@ class Pgbouncer:
 
     def dsn_for(self, dsn: str) -> str:
         """`dsn` (a database of the server, or of the cluster it fronts) reached through the
-        pooler's `*` fallback entry: its other parameters are kept."""
+        pooler's `*` fallback entry: its other parameters are kept, but target_session_attrs
+        (libpq would judge the pooler by the parameters it repeats from its pool's first server
+        connection: after a failover, a primary that still looks read-only)."""
         params = conninfo_to_dict(dsn)
-        return make_conninfo(
-            dsn,
-            host="127.0.0.1",
-            port=str(self.port),
-            dbname=str(params.get("dbname", "postgres")),
-            user=str(params.get("user", "postgres")),
-        )
+        params.pop("target_session_attrs", None)
+        params.pop("hostaddr", None)
+        return make_conninfo(**{
+            **params,
+            "host": "127.0.0.1",
+            "port": str(self.port),
+            "dbname": str(params.get("dbname", "postgres")),
+            "user": str(params.get("user", "postgres")),
+        })
 
     @property
     def running(self) -> bool:

@@ -15,6 +15,8 @@ from psycopg.conninfo import make_conninfo
 from claimsched import Agent
 from claimsched.cli import main
 from claimsched.db import NOTIFY_AGENTS, NOTIFY_RUNS, NOTIFY_SCHEDULES, Store
+from claimsched.db.queries import query
+from claimsched.db.session import SessionOptions
 from claimsched.errors import ConfigurationError, DatabaseError, DatabaseUnavailable
 from claimsched.records import Lease
 from claimsched.tools.postgres import TemporaryPostgres
@@ -55,9 +57,12 @@ def test_every_agent_connection_has_timeouts_keepalives_and_waits_for_durable_co
         }
         assert options["keepalives_idle"] == b"10" and options["keepalives_count"] == b"3"
         assert options["tcp_user_timeout"] == b"25000"
-        assert options["target_session_attrs"] == b"read-write"
+        # one host: checked by the settings statement itself (see the pooler test below)
+        assert options["target_session_attrs"] == b"any"
     finally:
         store.close()
+    several = SessionOptions().connect_kwargs("host=db-0,db-1 port=5432 dbname=app")
+    assert several["target_session_attrs"] == "read-write"
 
 
 def test_a_dsn_whose_only_host_is_read_only_is_refused_naming_target_session_attrs() -> None:
@@ -146,6 +151,41 @@ def _spec(job: str):  # type: ignore[no-untyped-def]
     from claimsched.schedule.specs import job_spec
 
     return job_spec(job_name=job, schedule="@every 1s", source="code")
+
+
+def _read_only(server_dsn: str, on: bool) -> None:
+    sql(server_dsn, f"ALTER SYSTEM SET default_transaction_read_only = {'on' if on else 'off'}")
+    sql(server_dsn, "SELECT pg_reload_conf()")
+
+
+def test_a_pooler_repeating_a_read_only_servers_parameters_does_not_lock_agents_out() -> None:
+    """pgbouncer answers every new client with the parameters its pool saw first. A pool that
+    first met its server read-only (a standby being promoted, when a failover moved the pooler)
+    still says so once the server takes writes, and a libpq asked for target_session_attrs=
+    read-write then refuses every new connection: new agents could not start until the pooler
+    restarted. A single-host DSN is checked on the server, in the statement that sets up each
+    connection or transaction."""
+    with TemporaryPostgres(settings={"default_transaction_read_only": "on"}) as pg, \
+            pgbouncer(pg.dsn) as bouncer:
+        pooled = bouncer.dsn_for(pg.dsn)
+        with psycopg.connect(pooled, autocommit=True) as first:  # the pool meets a read-only server
+            assert first.info.parameter_status("default_transaction_read_only") == "on"
+        store = Store(pooled)
+        with pytest.raises(DatabaseUnavailable, match="read-only"):
+            store.open(timeout=3)  # read-only for real: refused, as a standby is
+        _read_only(pg.dsn, False)
+        with psycopg.connect(pooled, autocommit=True) as stale:
+            assert stale.info.parameter_status("default_transaction_read_only") == "on"
+        store = Store(pooled)
+        try:
+            store.open(timeout=5)
+            store.admin.migrate()  # writes, through the pooler
+            assert store.pooling == "transaction"
+            _read_only(pg.dsn, True)
+            with pytest.raises(DatabaseUnavailable, match="read-only"), store.connection() as conn:
+                conn.execute(query("db_now"))
+        finally:
+            store.close()
 
 
 def test_pgbouncer_in_statement_mode_is_refused_with_a_clear_error(dsn: str) -> None:

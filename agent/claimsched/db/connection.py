@@ -87,10 +87,7 @@ def translate(exc: BaseException) -> DatabaseError | InvalidSpec:
     if isinstance(exc, pgerrors.InvalidPassword | pgerrors.InvalidAuthorizationSpecification):
         return AuthenticationFailed(f"the database refused the login: {text}")
     if isinstance(exc, pgerrors.ReadOnlySqlTransaction):
-        return DatabaseAway(
-            f"the server is a read-only standby, not the primary: {text} (list every host of "
-            "the cluster in the DSN, with target_session_attrs=read-write)"
-        )
+        return read_only(text)
     if isinstance(exc, pgerrors.QueryCanceled):
         return DatabaseUnavailable(f"a statement ran past its statement_timeout: {text}")
     if isinstance(
@@ -110,7 +107,9 @@ def translate(exc: BaseException) -> DatabaseError | InvalidSpec:
         if "session is read-only" in text or "hot standby" in text:
             return DatabaseAway(
                 "no primary among the DSN's hosts: each one is a read-only standby and "
-                f"target_session_attrs=read-write refuses it: {text}"
+                f"target_session_attrs=read-write refuses it: {text} (a pooler such as "
+                "pgbouncer repeats the parameters of its first server connection, which may be "
+                "from before a failover: leave target_session_attrs out of a pooler's DSN)"
             )
         if "does not exist" in text and "database" in text:
             return DatabaseUnavailable(f"the database does not exist: {text}")
@@ -125,6 +124,15 @@ def translated() -> Iterator[None]:
         yield
     except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
         raise translate(exc) from exc
+
+
+def read_only(why: str) -> DatabaseAway:
+    """The error for a server that refuses writes (retried: a failover may be under way)."""
+    return DatabaseAway(
+        f"the server is a read-only standby, not the primary: {why} (list every host of the "
+        "cluster in the DSN, with target_session_attrs=read-write, or point the DSN or its "
+        "pooler at the primary)"
+    )
 
 
 def checked_schema(schema: str) -> str:
@@ -159,8 +167,16 @@ def connect(
             connect_timeout=max(1, int(timeout)),
             **options.connect_kwargs(dsn),
         )
-        if configured:
-            configure(conn, schema, options)
+        try:
+            if configured:
+                configure(conn, schema, options)
+            elif conn.execute(query("read_only")).fetchone() != (False,):
+                raise read_only("transaction_read_only is on")
+            if not autocommit:
+                conn.rollback()
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
 
@@ -169,9 +185,13 @@ def configure(
 ) -> None:
     """claimsched's settings (sql/queries.sql's session_settings): for the session, or with
     `local` for the current transaction only (behind a pooler a session is nobody's)."""
-    conn.execute(query("session_settings"), options.settings(search_path(conn, schema), local))
+    row = conn.execute(
+        query("session_settings"), options.settings(search_path(conn, schema), local)
+    ).fetchone()
     if not local and not conn.autocommit:
         conn.commit()
+    if row is None or row[-1]:
+        raise read_only("transaction_read_only is on")
 
 
 RECONNECT_SERIES = 4.0  # seconds of reconnection tries before the pool starts afresh

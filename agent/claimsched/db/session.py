@@ -36,8 +36,12 @@ class SessionOptions:
     def connect_kwargs(self, dsn: str) -> dict[str, Any]:
         """libpq options for every connection, unless the DSN sets them itself: keepalives (a
         peer gone silent is noticed after idle + 3 probes at idle/2), a bound on unacknowledged
-        data (tcp_user_timeout, the same span), and a primary only: a read-only standby is
-        refused at connect, so a multi-host DSN finds the primary after a failover."""
+        data (tcp_user_timeout, the same span), and, for a DSN that names several hosts, a
+        primary only (target_session_attrs=read-write), so that it finds the primary after a
+        failover. A single host is not asked that way: libpq would judge it by the parameters
+        the server announced, which a pooler repeats from its pool's first server connection,
+        stale after a failover; the statement that sets up each connection (or, behind a
+        pooler, each transaction) refuses a read-only server instead (connection.configure)."""
         try:
             given = conninfo_to_dict(dsn)
         except psycopg.ProgrammingError:  # not a DSN: connecting says so, translated
@@ -50,8 +54,9 @@ class SessionOptions:
             "keepalives_interval": interval,
             "keepalives_count": 3,
             "tcp_user_timeout": (idle + 3 * interval) * 1000,
-            "target_session_attrs": "read-write",
         }
+        if _host_count(given) > 1:
+            wanted["target_session_attrs"] = "read-write"
         return {key: value for key, value in wanted.items() if key not in given}
 
     def settings(self, search_path: str, local: bool) -> dict[str, Any]:
@@ -63,6 +68,11 @@ class SessionOptions:
             "idle_timeout": _millis(self.idle_in_transaction_timeout),
             "local": local,
         }
+
+
+def _host_count(given: dict[str, Any]) -> int:
+    """How many hosts a parsed DSN names (host or hostaddr, comma-separated; none: one)."""
+    return max(len(str(given.get(key) or "").split(",")) for key in ("host", "hostaddr"))
 
 
 def _millis(seconds: float) -> str:

@@ -12,7 +12,9 @@ SELECT clock_timestamp() AS db_now
 -- short: compiling one cost more than running it), timeouts shorter than a lease, and commits
 -- that wait at least for the primary's disk and, with synchronous replication, for a standby
 -- (`on`), whatever the server's default. `local` sets them for the current transaction only
--- (behind a pooler in transaction mode), otherwise for the session.
+-- (behind a pooler in transaction mode), otherwise for the session. `read_only`: whether the
+-- server refuses writes (a standby, or default_transaction_read_only): asked of the server itself,
+-- never of the parameters a pooler repeats.
 SELECT set_config('search_path', %(search_path)s, %(local)s),
        set_config('jit', 'off', %(local)s),
        set_config('statement_timeout', %(statement_timeout)s, %(local)s),
@@ -22,7 +24,12 @@ SELECT set_config('search_path', %(search_path)s, %(local)s),
                   CASE WHEN current_setting('synchronous_commit') IN ('off', 'local',
                                                                      'remote_write')
                        THEN 'on' ELSE current_setting('synchronous_commit') END,
-                  %(local)s)
+                  %(local)s),
+       current_setting('transaction_read_only') = 'on' AS read_only
+
+-- name: read_only
+-- Whether the server refuses writes, for a connection made without session_settings.
+SELECT current_setting('transaction_read_only') = 'on'
 
 -- name: app_transaction_settings
 -- A receipt written in the app's transaction: that commit waits as ours do (at least `on`),
