@@ -174,12 +174,21 @@ class FaultExecutors:
                 pooler.start()
                 event.detail = f"killed, started again after {fault.duration:.1f}s"
                 return
-            pausing = threading.Thread(target=pooler.pause, daemon=True)
+            unanswered: list[str] = []
+
+            def pause() -> None:  # RESUME may end the PAUSE's own admin connection first
+                try:
+                    pooler.pause()
+                except psycopg.Error as exc:
+                    unanswered.append(str(exc).splitlines()[0])
+
+            pausing = threading.Thread(target=pause, daemon=True)
             pausing.start()
             time.sleep(fault.duration)
             pooler.resume()
             pausing.join(10)
-            event.detail = f"paused {fault.duration:.1f}s"
+            event.detail = f"paused {fault.duration:.1f}s" + "".join(
+                f" (the PAUSE did not answer: {why})" for why in unanswered)
 
     def _await_tail(self) -> bool:
         """Ask for the moment a handler has made its last write and works on without the

@@ -110,7 +110,7 @@ class Pgbouncer:
         params = conninfo_to_dict(dsn)
         params.pop("target_session_attrs", None)
         params.pop("hostaddr", None)
-        return make_conninfo(**{
+        return make_conninfo("", **{
             **params,
             "host": "127.0.0.1",
             "port": str(self.port),
