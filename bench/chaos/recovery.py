@@ -257,13 +257,12 @@ class RecoveryFaults:
 
     def kill_backfiller(self, fault: Fault, event: Event) -> None:
         job = next(j for j in self.fleet.jobs if j["name"] == fault.job)
-        fires = self._backfill_times(job, int(fault.value))
         deadline = time.monotonic() + BACKFILL_WAIT
-        queued = self._backfill(job["name"], fires, deadline, event)
+        periods = int(fault.value)
+        fires, queued, again = self._batch(job, periods, deadline, event)
         if queued is None:
             event.happened = False
             return
-        periods, again = int(fault.value), time.monotonic() + work_seconds(job) + 0.5
         while time.monotonic() < deadline:
             # any of them: the first one's replica may be held by another fault right now
             for slot, run in self._held(job["name"], fires):
@@ -274,13 +273,20 @@ class RecoveryFaults:
                 # they ran and ended where a fault (planned or at work) held the replica: more,
                 # from further back (clear of every other backfill's range), for a free one
                 periods += BACKFILL_AGAIN
-                fires = self._backfill_times(job, periods)
-                queued = self._backfill(job["name"], fires, deadline, event) or []
-                again = time.monotonic() + work_seconds(job) + 0.5
+                fires, more, again = self._batch(job, periods, deadline, event)
+                queued = more or []
             time.sleep(POLL)
         event.happened = False
         event.detail = (f"backfilled {len(queued)} of {job['name']}: none worked on a free "
                         f"replica within {BACKFILL_WAIT:g}s")
+
+    def _batch(self, job: dict[str, Any], periods: int, deadline: float, event: Event
+               ) -> tuple[list[datetime], list[datetime] | None, float]:
+        """Backfill `job` from `periods` periods back: its fire times, those that were new (None
+        if Postgres never answered), and when they will have had time to be worked."""
+        fires = self._backfill_times(job, periods)
+        queued = self._backfill(job["name"], fires, deadline, event)
+        return fires, queued, time.monotonic() + work_seconds(job) + 0.5
 
     def _backfill(self, job: str, fires: list[datetime], deadline: float,
                   event: Event) -> list[datetime] | None:

@@ -157,8 +157,9 @@ def connect(
     timeout: float = 5.0,
     configured: bool = True,
 ) -> psycopg.Connection[Any]:
-    """One connection, keepalives on and a primary only; with claimsched's session settings
-    unless `configured` is false (behind a pooler they would not last), or a clear error."""
+    """One connection, keepalives on and a primary only (a read-only server refused either
+    way); with claimsched's session settings unless `configured` is false (behind a pooler they
+    would not last), or a clear error."""
     options = options or SessionOptions()
     with translated():
         conn = psycopg.connect(
@@ -168,11 +169,10 @@ def connect(
             **options.connect_kwargs(dsn),
         )
         try:
-            if configured:
-                configure(conn, schema, options)
-            elif conn.execute(query("read_only")).fetchone() != (False,):
-                raise read_only("transaction_read_only is on")
-            if not autocommit:
+            # unconfigured: the same statement, its settings gone with its transaction; what
+            # stays is its refusal of a read-only server
+            configure(conn, schema, options, local=not configured)
+            if not configured and not autocommit:
                 conn.rollback()
         except BaseException:
             conn.close()
@@ -184,7 +184,8 @@ def configure(
     conn: psycopg.Connection[Any], schema: str, options: SessionOptions, *, local: bool = False
 ) -> None:
     """claimsched's settings (sql/queries.sql's session_settings): for the session, or with
-    `local` for the current transaction only (behind a pooler a session is nobody's)."""
+    `local` for the current transaction only (behind a pooler a session is nobody's). A server
+    that refuses writes is refused, asked by the same statement."""
     row = conn.execute(
         query("session_settings"), options.settings(search_path(conn, schema), local)
     ).fetchone()

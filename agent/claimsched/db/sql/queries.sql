@@ -27,10 +27,6 @@ SELECT set_config('search_path', %(search_path)s, %(local)s),
                   %(local)s),
        current_setting('transaction_read_only') = 'on' AS read_only
 
--- name: read_only
--- Whether the server refuses writes, for a connection made without session_settings.
-SELECT current_setting('transaction_read_only') = 'on'
-
 -- name: app_transaction_settings
 -- A receipt written in the app's transaction: that commit waits as ours do (at least `on`),
 -- and the server ends the transaction if it stays idle longer than %(ms)s milliseconds (a
